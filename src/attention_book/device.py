@@ -1,0 +1,41 @@
+"""Where computations run: CUDA, then Apple's MPS, then the CPU.
+
+The environment variable ``ATTENTION_BOOK_DEVICE`` (e.g. ``cpu`` or ``cuda``)
+overrides the automatic choice, which is how the test suite is run on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+ENVIRONMENT_VARIABLE = "ATTENTION_BOOK_DEVICE"
+
+
+def available_devices() -> list[str]:
+    """Names of the devices torch can use here, CPU first: e.g. ``["cpu", "cuda"]``."""
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    return devices
+
+
+def default_device() -> torch.device:
+    """The device chapters use: ``$ATTENTION_BOOK_DEVICE`` if set, else cuda, mps, cpu."""
+    requested = os.environ.get(ENVIRONMENT_VARIABLE, "").strip()
+    if requested:
+        kind = requested.split(":")[0]
+        if kind not in available_devices():
+            raise ValueError(
+                f"{ENVIRONMENT_VARIABLE}={requested!r} names a device that is not available here; "
+                f"expected one of {available_devices()}"
+            )
+        return torch.device(requested)
+    for name in ("cuda", "mps"):
+        if name in available_devices():
+            return torch.device(name)
+    return torch.device("cpu")

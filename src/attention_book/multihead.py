@@ -1,0 +1,160 @@
+"""Chapter 4: multi-head attention.
+
+``h`` heads attend in parallel, each in its own ``d_model / h``-dimensional
+subspace; their outputs are concatenated and mixed by an output projection.
+Parameter and module names follow ``torch.nn.MultiheadAttention`` so that
+:meth:`MultiHeadAttention.from_torch` is a plain copy of weights.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._validation import check_mask, describe_shape, require_exact_rank, require_floating, require_tensor
+from .attention import scaled_dot_product_attention
+
+__all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(batch, T, d_model) -> (batch, heads, T, d_model / heads)."""
+    require_exact_rank(x, "x", 3, "(batch, T, d_model)")
+    batch, T, d_model = x.shape
+    if d_model % num_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
+    x = x.view(batch, T, num_heads, d_model // num_heads)  # (batch, T, heads, d_head)
+    return x.transpose(1, 2)  # (batch, heads, T, d_head)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, T, d_head) -> (batch, T, heads * d_head): the inverse of split_heads."""
+    require_exact_rank(x, "x", 4, "(batch, heads, T, d_head)")
+    batch, heads, T, d_head = x.shape
+    x = x.transpose(1, 2)  # (batch, T, heads, d_head)
+    return x.reshape(batch, T, heads * d_head)  # (batch, T, d_model)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head scaled dot-product attention, batch first.
+
+    Args:
+        d_model: features per token, in and out.
+        num_heads: number of heads; must divide ``d_model``.
+        bias: whether the four projections have biases.
+        dropout: dropout on the attention weights during training.
+
+    ``forward(query, key, value, mask=None, need_weights=True)`` takes tensors of shape
+    (batch, T_q, d_model), (batch, T_k, d_model), (batch, T_k, d_model) and a boolean
+    mask (True = may attend) of shape (T_q, T_k), (batch, T_q, T_k) or
+    (batch, heads, T_q, T_k), or anything that broadcasts to it; for a padding mask of
+    shape (batch, T_k) pass ``mask[:, None, :]``. Returns ``(out, weights)``: out is
+    (batch, T_q, d_model); weights is (batch, heads, T_q, T_k), or None when
+    ``need_weights=False``, in which case PyTorch's fused kernel
+    (``torch.nn.functional.scaled_dot_product_attention``) does the work.
+    The weights of the last forward pass are kept in ``last_weights``.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
+        super().__init__()
+        if not isinstance(d_model, int) or d_model < 1:
+            raise ValueError(f"d_model must be a positive integer, but {d_model!r} was given")
+        if not isinstance(num_heads, int) or num_heads < 1:
+            raise ValueError(f"num_heads must be a positive integer, but {num_heads!r} was given")
+        if d_model % num_heads:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by num_heads={num_heads}: each head gets "
+                f"d_model / num_heads features, so choose e.g. num_heads in "
+                f"{[h for h in range(1, d_model + 1) if d_model % h == 0][:8]}"
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), but {dropout!r} was given")
+        self.d_model = d_model
+        self.num_heads = num_heads
+        self.d_head = d_model // num_heads
+        self.dropout = dropout
+        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W_Q for all heads at once
+        self.k_proj = nn.Linear(d_model, d_model, bias=bias)  # W_K
+        self.v_proj = nn.Linear(d_model, d_model, bias=bias)  # W_V
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W_O
+        self.last_weights: torch.Tensor | None = None
+
+    def _check_inputs(self, query, key, value, mask):
+        for name, tensor in (("query", query), ("key", key), ("value", value)):
+            require_tensor(tensor, name)
+            require_exact_rank(tensor, name, 3, "(batch, tokens, d_model)")
+            require_floating(tensor, name)
+            if tensor.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} has {tensor.shape[-1]} features (shape {describe_shape(tensor)}) "
+                    f"but the layer expects d_model={self.d_model}"
+                )
+        if key.shape[:2] != value.shape[:2]:
+            raise ValueError(
+                f"key {describe_shape(key)} and value {describe_shape(value)} must have the same "
+                "batch size and number of tokens"
+            )
+        if query.shape[0] != key.shape[0]:
+            raise ValueError(
+                f"query {describe_shape(query)} and key {describe_shape(key)} must have the same batch size"
+            )
+        if mask is not None:
+            require_tensor(mask, "mask")
+            if mask.dim() == 3:  # (batch, T_q, T_k): one mask per sequence, shared by the heads
+                mask = mask[:, None]  # (batch, 1, T_q, T_k)
+        return mask
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        mask = self._check_inputs(query, key, value, mask)
+        q = split_heads(self.q_proj(query), self.num_heads)  # (batch, heads, T_q, d_head)
+        k = split_heads(self.k_proj(key), self.num_heads)  # (batch, heads, T_k, d_head)
+        v = split_heads(self.v_proj(value), self.num_heads)  # (batch, heads, T_k, d_head)
+        dropout = self.dropout if self.training else 0.0
+        if need_weights:
+            heads_out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+            self.last_weights = weights.detach()  # (batch, heads, T_q, T_k)
+            if dropout:
+                heads_out = F.dropout(weights, dropout) @ v  # (batch, heads, T_q, d_head)
+        else:
+            if mask is not None:
+                check_mask(mask, (q.shape[0], self.num_heads, q.shape[2], k.shape[2]), "(batch, heads, T_q, T_k)")
+            heads_out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+            weights = None
+        out = self.out_proj(merge_heads(heads_out))  # (batch, T_q, d_model)
+        return out, weights
+
+    @classmethod
+    def from_torch(cls, module: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """A copy of ``module``'s weights in our layout; computes the same function on batch-first inputs.
+
+        Supports the common configuration: query, key and value of the same size, no
+        ``bias_k`` / ``bias_v``, no ``add_zero_attn``.
+        """
+        if not isinstance(module, nn.MultiheadAttention):
+            raise ValueError(f"expected a torch.nn.MultiheadAttention, but a {type(module).__name__} was given")
+        if not module._qkv_same_embed_dim or module.bias_k is not None or module.add_zero_attn:
+            raise ValueError(
+                "only nn.MultiheadAttention with kdim = vdim = embed_dim, no bias_k/bias_v and "
+                "add_zero_attn=False can be converted"
+            )
+        has_bias = module.in_proj_bias is not None
+        ours = cls(module.embed_dim, module.num_heads, bias=has_bias, dropout=module.dropout)
+        d = module.embed_dim
+        with torch.no_grad():
+            # in_proj_weight stacks W_Q, W_K, W_V: (3 d_model, d_model)
+            for index, projection in enumerate((ours.q_proj, ours.k_proj, ours.v_proj)):
+                projection.weight.copy_(module.in_proj_weight[index * d : (index + 1) * d])
+                if has_bias:
+                    projection.bias.copy_(module.in_proj_bias[index * d : (index + 1) * d])
+            ours.out_proj.weight.copy_(module.out_proj.weight)
+            if has_bias:
+                ours.out_proj.bias.copy_(module.out_proj.bias)
+        return ours.to(module.in_proj_weight.device, module.in_proj_weight.dtype)

@@ -1,0 +1,539 @@
+"""Chapter 6: the Transformer block, encoder, decoder and the models built from them.
+
+Layer and parameter names follow ``torch.nn.TransformerEncoderLayer`` and
+``torch.nn.TransformerDecoderLayer`` where they can (``self_attn``, ``linear1``,
+``linear2``, ``norm1``...), so ``from_torch`` is a copy of weights and a test can
+prove the two compute the same function. Everything is batch first.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._validation import describe_shape, require_exact_rank, require_tensor
+from .attention import causal_mask
+from .multihead import MultiHeadAttention
+from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
+
+__all__ = [
+    "FeedForward",
+    "EncoderLayer",
+    "DecoderLayer",
+    "Encoder",
+    "Decoder",
+    "EncoderDecoder",
+    "EncoderClassifier",
+    "greedy_decode",
+]
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+def _activation(name: str):
+    if name not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, but {name!r} was given")
+    return _ACTIVATIONS[name]
+
+
+def _check_divisible(d_model: int, num_heads: int) -> None:
+    if not isinstance(d_model, int) or not isinstance(num_heads, int) or num_heads < 1 or d_model % num_heads:
+        raise ValueError(f"d_model={d_model!r} is not divisible by num_heads={num_heads!r}")
+
+
+class FeedForward(nn.Module):
+    """The position-wise MLP ``linear2(activation(linear1(x)))``, applied to every token alike.
+
+    (batch, T, d_model) -> (batch, T, d_ff) -> (batch, T, d_model).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
+        super().__init__()
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.activation_name = activation
+        self.activation = _activation(activation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+def _torch_activation_name(layer: nn.Module) -> str:
+    flag = getattr(layer, "activation_relu_or_gelu", 0)
+    if flag == 1 or layer.activation is F.relu or isinstance(layer.activation, nn.ReLU):
+        return "relu"
+    if flag == 2 or layer.activation is F.gelu or isinstance(layer.activation, nn.GELU):
+        return "gelu"
+    raise ValueError("only relu and gelu activations can be converted from PyTorch layers")
+
+
+def _copy_linear(target: nn.Linear, source: nn.Linear) -> None:
+    target.weight.copy_(source.weight)
+    target.bias.copy_(source.bias)
+
+
+def _copy_norm(target: nn.LayerNorm, source: nn.LayerNorm) -> None:
+    target.weight.copy_(source.weight)
+    target.bias.copy_(source.bias)
+    target.eps = source.eps
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then feed-forward, each wrapped in a residual connection and layer norm.
+
+    Post-norm (``norm_first=False``, the original Transformer and BERT)::
+
+        x = norm1(x + self_attn(x));  x = norm2(x + feed_forward(x))
+
+    Pre-norm (``norm_first=True``, most models since GPT-2)::
+
+        x = x + self_attn(norm1(x));  x = x + feed_forward(norm2(x))
+
+    ``forward(x, mask=None)``: x is (batch, T, d_model); mask is boolean, True = may
+    attend, shaped as for :class:`MultiHeadAttention` (for a (batch, T) padding mask
+    pass ``padding[:, None, None, :]``). The attention weights of the last call are in
+    ``self_attn.last_weights`` (batch, heads, T, T).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ):
+        super().__init__()
+        _check_divisible(d_model, num_heads)
+        self.d_model = d_model
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+
+    def _attend(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return self.dropout1(self.self_attn(x, x, x, mask=mask)[0])
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        require_tensor(x, "x")
+        require_exact_rank(x, "x", 3, "(batch, T, d_model)")
+        if self.norm_first:
+            x = x + self._attend(self.norm1(x), mask)
+            x = x + self.dropout2(self.feed_forward(self.norm2(x)))
+        else:
+            x = self.norm1(x + self._attend(x, mask))
+            x = self.norm2(x + self.dropout2(self.feed_forward(x)))
+        return x
+
+    @property
+    def last_weights(self) -> torch.Tensor | None:
+        return self.self_attn.last_weights
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderLayer":
+        """Our copy of a ``torch.nn.TransformerEncoderLayer`` (read as batch first)."""
+        if not isinstance(layer, nn.TransformerEncoderLayer):
+            raise ValueError(f"expected a torch.nn.TransformerEncoderLayer, but a {type(layer).__name__} was given")
+        ours = cls(
+            layer.self_attn.embed_dim,
+            layer.self_attn.num_heads,
+            layer.linear1.out_features,
+            dropout=layer.dropout.p,
+            norm_first=layer.norm_first,
+            activation=_torch_activation_name(layer),
+        )
+        with torch.no_grad():
+            ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+            _copy_linear(ours.feed_forward.linear1, layer.linear1)
+            _copy_linear(ours.feed_forward.linear2, layer.linear2)
+            _copy_norm(ours.norm1, layer.norm1)
+            _copy_norm(ours.norm2, layer.norm2)
+        return ours.to(layer.linear1.weight.device)
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention, cross-attention to the encoder output ("memory"), feed-forward.
+
+    ``forward(x, memory, mask=None, memory_mask=None, causal=True)``: x is
+    (batch, T_out, d_model), memory is (batch, T_in, d_model). With ``causal=True``
+    position t of x attends only to positions <= t (combined with ``mask`` if given);
+    ``memory_mask`` (e.g. ``source_padding[:, None, None, :]``) limits which encoder positions
+    may be attended. Weights of the last call: ``self_attn.last_weights`` and
+    ``cross_attn.last_weights`` (batch, heads, T_out, T_in).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ):
+        super().__init__()
+        _check_divisible(d_model, num_heads)
+        self.d_model = d_model
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout1 = nn.Dropout(dropout)
+        self.dropout2 = nn.Dropout(dropout)
+        self.dropout3 = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        causal: bool = True,
+    ) -> torch.Tensor:
+        require_tensor(x, "x")
+        require_exact_rank(x, "x", 3, "(batch, T_out, d_model)")
+        require_tensor(memory, "memory")
+        require_exact_rank(memory, "memory", 3, "(batch, T_in, d_model)")
+        self_mask = mask
+        if causal:
+            future = causal_mask(x.shape[1], device=x.device)  # (T_out, T_out)
+            self_mask = future if self_mask is None else self_mask & future
+
+        def self_block(h):
+            return self.dropout1(self.self_attn(h, h, h, mask=self_mask)[0])
+
+        def cross_block(h):
+            return self.dropout2(self.cross_attn(h, memory, memory, mask=memory_mask)[0])
+
+        if self.norm_first:
+            x = x + self_block(self.norm1(x))
+            x = x + cross_block(self.norm2(x))
+            x = x + self.dropout3(self.feed_forward(self.norm3(x)))
+        else:
+            x = self.norm1(x + self_block(x))
+            x = self.norm2(x + cross_block(x))
+            x = self.norm3(x + self.dropout3(self.feed_forward(x)))
+        return x
+
+    @classmethod
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderLayer":
+        """Our copy of a ``torch.nn.TransformerDecoderLayer`` (read as batch first).
+
+        PyTorch's layer applies no causal mask unless given one; call ours with
+        ``causal=False`` and the same mask to compare, or pass PyTorch a causal mask.
+        """
+        if not isinstance(layer, nn.TransformerDecoderLayer):
+            raise ValueError(f"expected a torch.nn.TransformerDecoderLayer, but a {type(layer).__name__} was given")
+        ours = cls(
+            layer.self_attn.embed_dim,
+            layer.self_attn.num_heads,
+            layer.linear1.out_features,
+            dropout=layer.dropout.p,
+            norm_first=layer.norm_first,
+            activation=_torch_activation_name(layer),
+        )
+        with torch.no_grad():
+            ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+            ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+            _copy_linear(ours.feed_forward.linear1, layer.linear1)
+            _copy_linear(ours.feed_forward.linear2, layer.linear2)
+            _copy_norm(ours.norm1, layer.norm1)
+            _copy_norm(ours.norm2, layer.norm2)
+            _copy_norm(ours.norm3, layer.norm3)
+        return ours.to(layer.linear1.weight.device)
+
+
+class _Embedding(nn.Module):
+    """Token embedding (+ optional token types) + positions (+ optional layer norm)."""
+
+    def __init__(self, vocab_size, d_model, max_len, positional, dropout, num_token_types, embedding_norm, layer_norm_eps, scale):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.tokens = nn.Embedding(vocab_size, d_model)
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        if positional == "sinusoidal":
+            self.positions = SinusoidalPositionalEncoding(d_model, max_len)
+        elif positional == "learned":
+            self.positions = LearnedPositionalEncoding(max_len, d_model)
+        elif positional is None or positional == "none":
+            self.positions = None
+        else:
+            raise ValueError(f"positional must be 'sinusoidal', 'learned' or None, but {positional!r} was given")
+        self.max_len = max_len
+        self.token_types = nn.Embedding(num_token_types, d_model) if num_token_types else None
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if embedding_norm else None
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, tokens: torch.Tensor, token_types: torch.Tensor | None = None) -> torch.Tensor:
+        require_tensor(tokens, "tokens")
+        require_exact_rank(tokens, "tokens", 2, "(batch, T) of token ids")
+        if tokens.is_floating_point():
+            raise ValueError(f"tokens must be integer ids, but have dtype {tokens.dtype}")
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+            raise ValueError(
+                f"token ids must lie in [0, {self.vocab_size}) for this vocabulary, but range from "
+                f"{int(tokens.min())} to {int(tokens.max())}"
+            )
+        if tokens.shape[1] > self.max_len:
+            raise ValueError(f"the sequence has {tokens.shape[1]} tokens but the model allows at most max_len={self.max_len}")
+        x = self.tokens(tokens) * self.scale  # (batch, T, d_model)
+        if self.token_types is not None:
+            types = torch.zeros_like(tokens) if token_types is None else token_types
+            x = x + self.token_types(types)
+        if self.positions is not None:
+            x = self.positions(x)
+        if self.norm is not None:
+            x = self.norm(x)
+        return self.dropout(x)
+
+
+class Encoder(nn.Module):
+    """Token ids -> contextual vectors: embedding, positions, ``num_layers`` encoder layers.
+
+    ``forward(tokens, padding_mask=None, token_types=None)``: tokens (batch, T) ids;
+    padding_mask (batch, T) bool, True for real tokens. Returns (batch, T, d_model).
+    With ``causal=True`` every layer uses a causal mask (a decoder-only, GPT-style stack).
+    ``attention_weights()`` returns the last weights of every layer, each
+    (batch, heads, T, T).
+
+    The defaults describe the book's small models; a BERT-style configuration is
+    ``positional="learned", num_token_types=2, embedding_norm=True,
+    activation="gelu", layer_norm_eps=1e-12`` (post-norm).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        d_ff: int = 128,
+        num_layers: int = 2,
+        max_len: int = 128,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        positional: str | None = "sinusoidal",
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        num_token_types: int = 0,
+        embedding_norm: bool = False,
+        scale_embeddings: bool = False,
+        causal: bool = False,
+    ):
+        super().__init__()
+        _check_divisible(d_model, num_heads)
+        self.d_model, self.causal = d_model, causal
+        self.embedding = _Embedding(
+            vocab_size, d_model, max_len, positional, dropout, num_token_types, embedding_norm, layer_norm_eps, scale_embeddings
+        )
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
+            for _ in range(num_layers)
+        )
+        # Pre-norm stacks end with a layer norm, since their residual stream is never normalised.
+        self.final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
+
+    def forward(
+        self, tokens: torch.Tensor, padding_mask: torch.Tensor | None = None, token_types: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        x = self.embedding(tokens, token_types)  # (batch, T, d_model)
+        mask = _key_padding(padding_mask, tokens)
+        if self.causal:
+            future = causal_mask(tokens.shape[1], device=tokens.device)  # (T, T)
+            mask = future if mask is None else mask & future
+        for layer in self.layers:
+            x = layer(x, mask)
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def attention_weights(self) -> list[torch.Tensor | None]:
+        return [layer.self_attn.last_weights for layer in self.layers]
+
+
+def _key_padding(padding_mask: torch.Tensor | None, tokens: torch.Tensor) -> torch.Tensor | None:
+    if padding_mask is None:
+        return None
+    require_tensor(padding_mask, "padding_mask")
+    if padding_mask.dtype != torch.bool or padding_mask.shape != tokens.shape:
+        raise ValueError(
+            f"padding_mask must be a boolean tensor shaped like tokens {describe_shape(tokens)} "
+            f"(True = real token), but has shape {describe_shape(padding_mask)} and dtype {padding_mask.dtype}"
+        )
+    return padding_mask[:, None, None, :]  # (batch, 1, 1, T_k): broadcast over heads and queries
+
+
+class Decoder(nn.Module):
+    """Target ids + encoder memory -> vectors: embedding, positions, ``num_layers`` decoder layers.
+
+    ``forward(tokens, memory, padding_mask=None, memory_padding_mask=None)`` returns
+    (batch, T_out, d_model). Self-attention is always causal.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        d_ff: int = 128,
+        num_layers: int = 2,
+        max_len: int = 128,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        positional: str | None = "sinusoidal",
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+    ):
+        super().__init__()
+        _check_divisible(d_model, num_heads)
+        self.embedding = _Embedding(vocab_size, d_model, max_len, positional, dropout, 0, False, layer_norm_eps, False)
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps)
+            for _ in range(num_layers)
+        )
+        self.final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
+
+    def forward(
+        self,
+        tokens: torch.Tensor,
+        memory: torch.Tensor,
+        padding_mask: torch.Tensor | None = None,
+        memory_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        x = self.embedding(tokens)  # (batch, T_out, d_model)
+        self_mask = _key_padding(padding_mask, tokens)
+        memory_mask = None
+        if memory_padding_mask is not None:
+            memory_mask = memory_padding_mask[:, None, None, :]  # (batch, 1, 1, T_in)
+        for layer in self.layers:
+            x = layer(x, memory, mask=self_mask, memory_mask=memory_mask)
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def self_attention_weights(self) -> list[torch.Tensor | None]:
+        return [layer.self_attn.last_weights for layer in self.layers]
+
+    def cross_attention_weights(self) -> list[torch.Tensor | None]:
+        return [layer.cross_attn.last_weights for layer in self.layers]
+
+
+class EncoderDecoder(nn.Module):
+    """The sequence-to-sequence Transformer: encoder, decoder and a linear output layer.
+
+    ``forward(source, target_in, source_padding=None, target_padding=None)`` returns
+    logits (batch, T_out, target_vocab_size) for the next token at each target position
+    (teacher forcing: ``target_in`` is the target shifted right, starting with BOS).
+    """
+
+    def __init__(
+        self,
+        source_vocab_size: int,
+        target_vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        d_ff: int = 128,
+        num_layers: int = 2,
+        max_len: int = 128,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+    ):
+        super().__init__()
+        self.encoder = Encoder(source_vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout, norm_first)
+        self.decoder = Decoder(target_vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout, norm_first)
+        self.output = nn.Linear(d_model, target_vocab_size)
+
+    def encode(self, source: torch.Tensor, source_padding: torch.Tensor | None = None) -> torch.Tensor:
+        return self.encoder(source, source_padding)  # (batch, T_in, d_model)
+
+    def decode(
+        self,
+        target_in: torch.Tensor,
+        memory: torch.Tensor,
+        source_padding: torch.Tensor | None = None,
+        target_padding: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        hidden = self.decoder(target_in, memory, target_padding, source_padding)  # (batch, T_out, d_model)
+        return self.output(hidden)  # (batch, T_out, vocab)
+
+    def forward(
+        self,
+        source: torch.Tensor,
+        target_in: torch.Tensor,
+        source_padding: torch.Tensor | None = None,
+        target_padding: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        memory = self.encode(source, source_padding)
+        return self.decode(target_in, memory, source_padding, target_padding)
+
+
+class EncoderClassifier(nn.Module):
+    """An encoder with a classification head on a pooled sequence vector.
+
+    ``pooling="mean"`` averages the real (unpadded) tokens; ``pooling="first"`` uses the
+    first token, a [CLS] token that the data must put there. ``forward(tokens,
+    padding_mask=None)`` returns logits (batch, num_classes).
+    """
+
+    def __init__(self, vocab_size: int, num_classes: int, pooling: str = "mean", **encoder_options):
+        super().__init__()
+        if pooling not in ("mean", "first"):
+            raise ValueError(f"pooling must be 'mean' or 'first', but {pooling!r} was given")
+        self.pooling = pooling
+        self.encoder = Encoder(vocab_size, **encoder_options)
+        self.head = nn.Linear(self.encoder.d_model, num_classes)
+
+    def forward(self, tokens: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        hidden = self.encoder(tokens, padding_mask)  # (batch, T, d_model)
+        if self.pooling == "first":
+            pooled = hidden[:, 0]  # (batch, d_model)
+        elif padding_mask is None:
+            pooled = hidden.mean(dim=1)  # (batch, d_model)
+        else:
+            weights = padding_mask.to(hidden.dtype)[..., None]  # (batch, T, 1)
+            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1)  # (batch, d_model)
+        return self.head(pooled)  # (batch, num_classes)
+
+
+@torch.no_grad()
+def greedy_decode(
+    model: EncoderDecoder,
+    source: torch.Tensor,
+    max_len: int,
+    bos: int,
+    eos: int,
+    source_padding: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Generate up to ``max_len`` tokens per source sequence, each the most likely next token.
+
+    Returns (batch, L) token ids without the leading BOS, L <= max_len; once a sequence
+    has produced EOS, its remaining positions are EOS too. Decoding stops early when
+    every sequence has finished.
+    """
+    require_tensor(source, "source")
+    require_exact_rank(source, "source", 2, "(batch, T_in) of token ids")
+    if not isinstance(max_len, int) or max_len < 1:
+        raise ValueError(f"max_len must be a positive integer, but {max_len!r} was given")
+    was_training = model.training
+    model.eval()
+    memory = model.encode(source, source_padding)  # (batch, T_in, d_model)
+    generated = torch.full((source.shape[0], 1), bos, dtype=torch.long, device=source.device)  # (batch, 1)
+    finished = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)
+    for _ in range(max_len):
+        logits = model.decode(generated, memory, source_padding)  # (batch, t, vocab)
+        next_token = logits[:, -1].argmax(dim=-1)  # (batch,)
+        next_token = torch.where(finished, torch.full_like(next_token, eos), next_token)
+        generated = torch.cat([generated, next_token[:, None]], dim=1)  # (batch, t + 1)
+        finished |= next_token == eos
+        if finished.all():
+            break
+    model.train(was_training)
+    return generated[:, 1:]
