@@ -1,0 +1,67 @@
+"""Self-checking exercises.
+
+In a chapter, an exercise cell defines an answer between ``# BEGIN SOLUTION`` and
+``# END SOLUTION``; the next cell, marked ``# NBVAL_CHECK_OUTPUT``, calls
+``check("N.M", answer)``, which prints one line: passed, or what is wrong with a hint.
+``summary(N)`` prints which of chapter N's exercises pass.
+
+Exercises live in one module per chapter (``chapter01.py``, ...), each calling
+:func:`register`; they are imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from ._core import (
+    FAIL_MARK,
+    NOT_IMPLEMENTED,
+    PASS_MARK,
+    REGISTRY,
+    RESULTS,
+    Exercise,
+    ExerciseFailure,
+    Mistake,
+    call,
+    check,
+    diagnose,
+    get,
+    random_generator,
+    register,
+    require_tensor_like,
+    summary,
+)
+
+__all__ = [
+    "check",
+    "summary",
+    "register",
+    "get",
+    "Exercise",
+    "ExerciseFailure",
+    "Mistake",
+    "REGISTRY",
+    "RESULTS",
+    "diagnose",
+    "call",
+    "random_generator",
+    "require_tensor_like",
+    "load_all",
+    "PASS_MARK",
+    "FAIL_MARK",
+    "NOT_IMPLEMENTED",
+]
+
+_loaded = False
+
+
+def load_all() -> None:
+    """Import every ``chapterNN`` module of this package, registering its exercises (once)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if module.name.startswith("chapter") or module.name.startswith("sample"):
+            importlib.import_module(f"{__name__}.{module.name}")

@@ -1,0 +1,29 @@
+"""Live attention widgets, one per idea (see each module), built on :class:`AttentionWidget`.
+
+Every widget recomputes with torch on the device chosen in its dropdown, reports
+how long the update took, and leaves a static figure when displayed, so the
+website shows its state too.
+"""
+
+from ._base import AttentionWidget, WidgetInputError
+
+__all__ = ["AttentionWidget", "WidgetInputError"]
+
+# Each chapter's widget lives in its own module and is re-exported here.
+_WIDGETS = {
+    "AttentionExplorer": "attention_explorer",
+    "KeyValueExplorer": "key_value_explorer",
+    "SoftHardExplorer": "soft_hard_explorer",
+    "HeadViewer": "head_viewer",
+    "PositionalEncodingExplorer": "positional_explorer",
+    "DecodingStepper": "decoding_stepper",
+}
+
+
+def __getattr__(name: str):
+    if name in _WIDGETS:
+        import importlib
+
+        module = importlib.import_module(f"{__name__}.{_WIDGETS[name]}")
+        return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
