@@ -24,11 +24,13 @@ def to_numpy(weights) -> np.ndarray:
 
 
 def _check_labels(labels, size: int, name: str):
+    """Labels as strings, one per row (queries) or column (keys) of the weights."""
     if labels is None:
         return [str(i) for i in range(size)]
     labels = [str(label) for label in labels]
     if len(labels) != size:
-        raise ValueError(f"{name} has {len(labels)} labels but the weights have {size} {name.split('_')[0]}s")
+        axis = "rows (queries)" if name.startswith("query") else "columns (keys)"
+        raise ValueError(f"{name} has {len(labels)} labels but the weights have {size} {axis}")
     return labels
 
 
