@@ -1,0 +1,366 @@
+"""Measure how fast the book runs; write benchmarks/RESULTS.md and benchmarks/results.json.
+
+    python benchmarks/run.py                 # everything (several minutes)
+    python benchmarks/run.py --only attention widgets
+    python benchmarks/run.py --smoke --out /tmp/bench   # tiny sizes, used by the test suite
+
+Rules: a warm-up before timing; medians of repeated runs; ratios come from
+interleaved runs in one process, so that machine noise hits both sides alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import torch  # noqa: E402
+
+import attention_book as ab  # noqa: E402
+
+BUDGETS = {
+    "chapter_seconds": 45.0,
+    "chapter_07_seconds": 90.0,
+    "book_seconds": 240.0,
+    "widget_median_ms": 50.0,
+    "training_seconds": 30.0,
+}
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    return info
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def interleaved_medians(functions: dict, repeats: int, device: torch.device) -> dict:
+    """Median seconds of each function, timed in turn (a, b, c, a, b, c, ...) after a warm-up."""
+    for function in functions.values():
+        function()
+    synchronize(device)
+    samples = {name: [] for name in functions}
+    for _ in range(repeats):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            synchronize(device)
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+# -- attention: ours vs PyTorch ---------------------------------------------------------------
+
+
+def bench_attention(lengths: list[int], d_model: int, heads: int, repeats: int, device: torch.device) -> list[dict]:
+    """Time our attention (weights path and fast path) against PyTorch's, per sequence length."""
+    rows = []
+    torch.manual_seed(0)
+    reference = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).to(device).eval()
+    ours = ab.MultiHeadAttention.from_torch(reference).eval()
+    d_head = d_model // heads
+    for T in lengths:
+        q, k, v = (torch.randn(1, heads, T, d_head, device=device) for _ in range(3))
+        x = torch.randn(1, T, d_model, device=device)
+        with torch.no_grad():
+            medians = interleaved_medians(
+                {
+                    "sdpa_ours_weights": lambda: ab.scaled_dot_product_attention(q, k, v),
+                    "sdpa_torch": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v),
+                    "mha_ours_weights": lambda: ours(x, x, x),
+                    "mha_ours_fast": lambda: ours(x, x, x, need_weights=False),
+                    "mha_torch": lambda: reference(x, x, x, need_weights=False),
+                },
+                repeats if T <= 1024 else max(3, repeats // 3),
+                device,
+            )
+        row = {"T": T, **{name: seconds * 1000 for name, seconds in medians.items()}}
+        row["ratio_sdpa_weights"] = medians["sdpa_ours_weights"] / medians["sdpa_torch"]
+        row["ratio_mha_weights"] = medians["mha_ours_weights"] / medians["mha_torch"]
+        row["ratio_mha_fast"] = medians["mha_ours_fast"] / medians["mha_torch"]
+        rows.append(row)
+    return rows
+
+
+_MEMORY_PROBE = r"""
+import resource, sys, torch, attention_book as ab
+T, heads, d_head, path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+q, k, v = (torch.randn(1, heads, T, d_head) for _ in range(3))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with torch.no_grad():
+    if path == "weights":
+        ab.scaled_dot_product_attention(q, k, v)
+    else:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) * 1024)
+"""
+
+
+def bench_memory(lengths: list[int], d_model: int, heads: int, device: torch.device) -> list[dict]:
+    """Extra peak memory of one attention call: the weights path stores the (T, T) matrix per head."""
+    rows = []
+    d_head = d_model // heads
+    for T in lengths:
+        row = {"T": T, "weights_matrix_mb": heads * T * T * 4 / 2**20}
+        if device.type == "cuda":
+            for path in ("weights", "fast"):
+                q, k, v = (torch.randn(1, heads, T, d_head, device=device) for _ in range(3))
+                torch.cuda.reset_peak_memory_stats()
+                base = torch.cuda.memory_allocated()
+                with torch.no_grad():
+                    if path == "weights":
+                        ab.scaled_dot_product_attention(q, k, v)
+                    else:
+                        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+                row[f"peak_{path}_mb"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+        else:
+            for path in ("weights", "fast"):
+                output = subprocess.run(
+                    [sys.executable, "-c", _MEMORY_PROBE, str(T), str(heads), str(d_head), path],
+                    capture_output=True, text=True, check=True,
+                )
+                row[f"peak_{path}_mb"] = int(output.stdout.strip()) / 2**20
+        rows.append(row)
+    return rows
+
+
+# -- widgets ----------------------------------------------------------------------------------
+
+
+def bench_widgets(updates: int, device: str) -> list[dict]:
+    from widget_cases import widget_cases
+
+    rows = []
+    for name, build, poke in widget_cases():
+        try:
+            widget = build(device)
+        except (ImportError, AttributeError) as error:  # widget not written yet
+            rows.append({"widget": name, "error": f"{type(error).__name__}: {error}"})
+            continue
+        for i in range(3):  # warm-up
+            poke(widget, i)
+        widget.timings_ms.clear()
+        for i in range(updates):
+            poke(widget, i)
+        timings = widget.timings_ms
+        rows.append(
+            {
+                "widget": name,
+                "device": device,
+                "updates": len(timings),
+                "median_ms": statistics.median(timings),
+                "p95_ms": percentile(timings, 95),
+            }
+        )
+    return rows
+
+
+# -- training to target -----------------------------------------------------------------------
+
+
+def bench_training(smoke: bool) -> list[dict]:
+    from torch.utils.data import DataLoader
+
+    rows = []
+    cases = [
+        ("reverse", dict(min_len=3, max_len=6, num_symbols=8), 4000),
+        ("sort", dict(min_len=3, max_len=6, num_symbols=8), 4000),
+        ("copy", dict(min_len=3, max_len=6, num_symbols=8), 4000),
+    ]
+    if smoke:
+        cases = cases[:1]
+    for kind, options, size in cases:
+        ab.set_seed(0)
+        train = ab.SequenceTask(kind, size if not smoke else 256, seed=1, **options)
+        valid = ab.SequenceTask(kind, 500 if not smoke else 64, seed=2, **options)
+        model = ab.EncoderDecoder(len(train.vocab), len(train.vocab), d_model=48, num_heads=2, d_ff=96, num_layers=1, max_len=8)
+        history = ab.fit(
+            model,
+            DataLoader(train, batch_size=64, shuffle=True),
+            ab.seq2seq_loss,
+            epochs=20 if not smoke else 1,
+            lr=3e-3,
+            valid_loader=DataLoader(valid, batch_size=500),
+            metric_fn=ab.seq2seq_exact_match,
+            target=0.99,
+            device="cpu",
+            progress=False,
+        )
+        rows.append(
+            {
+                "task": f"{kind} (encoder-decoder, exact match on held-out)",
+                "target": 0.99,
+                "reached": history.valid_metric[-1],
+                "steps": history.steps,
+                "seconds": history.seconds,
+            }
+        )
+    return rows
+
+
+# -- chapters and the book --------------------------------------------------------------------
+
+
+def bench_chapters() -> list[dict]:
+    import nbformat
+    from nbclient import NotebookClient
+
+    rows = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        notebook = nbformat.read(path, as_version=4)
+        client = NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+        start = time.perf_counter()
+        client.execute()  # kernel start included
+        seconds = time.perf_counter() - start
+        budget = BUDGETS["chapter_07_seconds"] if path.name.startswith("07") else BUDGETS["chapter_seconds"]
+        rows.append({"chapter": path.stem, "seconds": seconds, "budget": budget})
+    return rows
+
+
+def bench_book() -> list[dict]:
+    rows = []
+    for label, clean in (("clean _build (executes every chapter)", True), ("warm execution cache", False)):
+        if clean:
+            subprocess.run(["rm", "-rf", str(ROOT / "_build")], check=True)
+        start = time.perf_counter()
+        subprocess.run(["make", "-C", str(ROOT), "book"], check=True, capture_output=True)
+        rows.append({"build": label, "seconds": time.perf_counter() - start})
+    return rows
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+def write_report(results: dict, out: Path) -> None:
+    lines = ["# Benchmarks", "", "Written by `make bench` (`python benchmarks/run.py`). Do not edit by hand.", ""]
+    info = results["machine"]
+    lines += ["## Machine", ""] + [f"- {key}: {value}" for key, value in info.items()] + [""]
+    if "chapters" in results:
+        total = sum(row["seconds"] for row in results["chapters"])
+        lines += ["## Chapter execution on CPU (nbclient, kernel start included)", "", "| chapter | seconds | budget | within budget |", "|---|---:|---:|---|"]
+        lines += [f"| {r['chapter']} | {r['seconds']:.1f} | {r['budget']:.0f} | {verdict(r['seconds'] <= r['budget'])} |" for r in results["chapters"]]
+        lines += [f"| **whole book** | {total:.1f} | {BUDGETS['book_seconds']:.0f} | {verdict(total <= BUDGETS['book_seconds'])} |", ""]
+    if "book" in results:
+        lines += ["## `make book` wall time", "", "| build | seconds |", "|---|---:|"]
+        lines += [f"| {r['build']} | {r['seconds']:.1f} |" for r in results["book"]] + [""]
+    if "widgets" in results:
+        lines += [f"## Widget update latency (compute + redraw + PNG, {results['widget_updates']} programmatic updates)", "",
+                  "| widget | device | median ms | p95 ms | median within 50 ms |", "|---|---|---:|---:|---|"]
+        for r in results["widgets"]:
+            if "error" in r:
+                lines.append(f"| {r['widget']} | - | - | - | not measured: {r['error']} |")
+            else:
+                lines.append(f"| {r['widget']} | {r['device']} | {r['median_ms']:.1f} | {r['p95_ms']:.1f} | {verdict(r['median_ms'] <= BUDGETS['widget_median_ms'])} |")
+        lines.append("")
+    if "training" in results:
+        lines += ["## Training to target on CPU", "", "| task | target | reached | steps | seconds | within 30 s |", "|---|---:|---:|---:|---:|---|"]
+        lines += [f"| {r['task']} | {r['target']:.2f} | {r['reached']:.3f} | {r['steps']} | {r['seconds']:.1f} | {verdict(r['reached'] >= r['target'] and r['seconds'] <= BUDGETS['training_seconds'])} |" for r in results["training"]]
+        lines.append("")
+    if "attention" in results:
+        device = results["attention_device"]
+        lines += [f"## Attention: ours vs PyTorch ({device}; d_model={results['d_model']}, {results['heads']} heads, batch 1; median ms)", "",
+                  "Ratios above 1 mean ours is slower. *weights* = our path that returns the (T, T) weights; *fast* = our module calling `torch.nn.functional.scaled_dot_product_attention`.", "",
+                  "| device | T | sdpa ours (weights) | sdpa torch | ratio | MHA ours (weights) | MHA ours (fast) | nn.MultiheadAttention | ratio weights | ratio fast |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in results["attention"]:
+            lines.append(
+                f"| {r['device']} | {r['T']} | {r['sdpa_ours_weights']:.3f} | {r['sdpa_torch']:.3f} | {r['ratio_sdpa_weights']:.2f} | "
+                f"{r['mha_ours_weights']:.3f} | {r['mha_ours_fast']:.3f} | {r['mha_torch']:.3f} | {r['ratio_mha_weights']:.2f} | {r['ratio_mha_fast']:.2f} |"
+            )
+        lines.append("")
+    if "memory" in results:
+        lines += ["## Peak extra memory of one attention call vs sequence length", "",
+                  "The weights path materialises a (heads, T, T) matrix, quadratic in T; the fused kernel does not keep it.", "",
+                  "| T | (heads, T, T) float32 MB | peak, weights path MB | peak, fused kernel MB |", "|---:|---:|---:|---:|"]
+        lines += [f"| {r['T']} | {r['weights_matrix_mb']:.1f} | {r['peak_weights_mb']:.1f} | {r['peak_fast_mb']:.1f} |" for r in results["memory"]]
+        lines.append("")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "RESULTS.md").write_text("\n".join(lines))
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+SECTIONS = ("attention", "memory", "widgets", "training", "chapters", "book")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the code runs")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    args = parser.parse_args(argv)
+    sections = args.only or (SECTIONS if not args.smoke else ("attention", "memory", "widgets", "training"))
+    results: dict = {"machine": machine(), "budgets": BUDGETS}
+    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    lengths = [64, 256, 1024, 4096] if not args.smoke else [16, 32]
+    results.update(d_model=64, heads=4)
+    if "attention" in sections:
+        results["attention_device"] = ", ".join(d.type for d in devices)
+        results["attention"] = []
+        for device in devices:
+            for row in bench_attention(lengths, 64, 4, 20 if not args.smoke else 2, device):
+                row["device"] = device.type
+                results["attention"].append(row)
+    if "memory" in sections:
+        results["memory"] = bench_memory(lengths if not args.smoke else [16], 64, 4, torch.device("cpu"))
+    if "widgets" in sections:
+        results["widget_updates"] = 50 if not args.smoke else 3
+        results["widgets"] = []
+        for device in [d.type for d in devices]:
+            results["widgets"] += bench_widgets(results["widget_updates"], device)
+    if "training" in sections:
+        results["training"] = bench_training(args.smoke)
+    if "chapters" in sections:
+        results["chapters"] = bench_chapters()
+    if "book" in sections:
+        results["book"] = bench_book()
+    write_report(results, args.out)
+    print((args.out / "RESULTS.md").read_text())
+    return results
+
+
+if __name__ == "__main__":
+    main()
