@@ -1,0 +1,61 @@
+"""A small Sphinx extension that keeps the built site self-contained (loaded from _config.yml).
+
+On every HTML page it
+
+* drops sphinx-thebe's script and its inline configuration: live code via Thebe is
+  switched off in _config.yml (it would need Binder, so a network), yet jupyter-book
+  loads the extension anyway, and it writes its inline configuration twice, which
+  throws "Identifier 'THEBE_JS_URL' has already been declared" in the browser;
+* removes inline scripts that appear twice;
+* warns (an error, as the build runs with warnings as errors) if a page would load a
+  script or stylesheet from another host.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+
+
+def _is_thebe(script: Any) -> bool:
+    filename = getattr(script, "filename", None) or ""
+    body = getattr(script, "attributes", {}).get("body", "") or ""
+    return "sphinx-thebe" in filename or "THEBE_JS_URL" in body
+
+
+def _is_remote(filename: str | None) -> bool:
+    return bool(filename) and ("://" in filename or filename.startswith("//"))
+
+
+def clean_page_assets(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    scripts = list(context.get("script_files", []))
+    kept: list[Any] = []
+    seen_bodies: set[str] = set()
+    for script in scripts:
+        if _is_thebe(script):
+            continue
+        body = getattr(script, "attributes", {}).get("body")
+        if getattr(script, "filename", None) is None and body:
+            if body in seen_bodies:
+                continue
+            seen_bodies.add(body)
+        kept.append(script)
+
+    for script in kept:
+        if _is_remote(getattr(script, "filename", None)):
+            logger.warning("page %s would load a script from another host: %s", pagename, script.filename)
+    for stylesheet in context.get("css_files", []):
+        if _is_remote(getattr(stylesheet, "filename", None)):
+            logger.warning("page %s would load a stylesheet from another host: %s", pagename, stylesheet.filename)
+    context["script_files"] = kept
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    # After every other handler (myst-nb adds the widget scripts at the default 500).
+    app.connect("html-page-context", clean_page_assets, priority=900)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,77 @@
+/*
+ * Lets the Jupyter widgets HTML manager work on the offline site (written for this book).
+ * tools/build_book.py copies this file to vendor/; nb_ipywidgets_js in _config.yml loads
+ * it before RequireJS and the widget manager on every page that embeds widgets.
+ *
+ * 1. Where the widget manager finds its files. The manager's bundle locates its font
+ *    files relative to the URL RequireJS gives its module. Without configuration that URL
+ *    is relative to the page, so the fonts would be looked for next to each chapter. A
+ *    global `require` object defined before RequireJS loads is RequireJS's configuration:
+ *    map the module onto the html-manager folder next to this file.
+ *
+ * 2. MathJax. ipywidgets 8's manager typesets widget labels with MathJax 2's API,
+ *    MathJax.Hub.Queue(["Typeset", MathJax.Hub, element]); the site serves MathJax 3,
+ *    which has no MathJax.Hub, so each widget view would throw while rendering. Give
+ *    whichever object is window.MathJax (Sphinx's configuration first, then MathJax 3
+ *    once it loads) a small Hub whose Queue forwards "Typeset" to MathJax 3.
+ */
+(function () {
+  "use strict";
+
+  var here = document.currentScript && document.currentScript.src;
+  if (here && typeof window.require === "undefined") {
+    window.require = {
+      paths: { "@jupyter-widgets/html-manager/dist": new URL("html-manager", here).href },
+    };
+  }
+
+  function typeset(element) {
+    var mathjax = window.MathJax;
+    if (!mathjax || !mathjax.startup || !mathjax.startup.promise) {
+      return; // MathJax has not loaded yet: its own first pass will typeset the page.
+    }
+    mathjax.startup.promise
+      .then(function () {
+        return mathjax.typesetPromise(element ? [element] : undefined);
+      })
+      .catch(function (error) {
+        console.warn("MathJax could not typeset a widget label:", error);
+      });
+  }
+
+  var hub = {
+    Queue: function () {
+      for (var i = 0; i < arguments.length; i += 1) {
+        var command = arguments[i];
+        if (Array.isArray(command) && command[0] === "Typeset") {
+          typeset(command[2]);
+        } else if (typeof command === "function") {
+          command();
+        }
+      }
+    },
+  };
+
+  function attachHub(value) {
+    if (value && typeof value === "object" && !value.Hub) {
+      try {
+        value.Hub = hub;
+      } catch (error) {
+        /* a frozen object: leave it alone */
+      }
+    }
+    return value;
+  }
+
+  var current = attachHub(window.MathJax);
+  Object.defineProperty(window, "MathJax", {
+    configurable: true,
+    enumerable: true,
+    get: function () {
+      return current;
+    },
+    set: function (value) {
+      current = attachHub(value);
+    },
+  });
+})();
