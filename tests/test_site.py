@@ -10,6 +10,7 @@ tests/artifacts/.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import shutil
@@ -113,8 +114,6 @@ def test_vendored_javascript_is_not_under_a_static_folder():
 
 
 def test_npm_assets_are_pinned_in_package_json_and_the_lock_file():
-    import json
-
     package = json.loads((ROOT / "package.json").read_text())
     lock = json.loads((ROOT / "package-lock.json").read_text())
     for name in ("mathjax", "requirejs", "@jupyter-widgets/html-manager"):
@@ -225,6 +224,27 @@ def test_math_and_widgets_use_the_copies_served_by_the_site(site):
     assert (site / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
 
 
+def test_no_chapter_shows_an_empty_widget_box(site):
+    """A widget on a static page shows only its saved state: each widget cell must leave a
+    figure, and any widget view left on a page must have its state saved with it."""
+    problems = []
+    for page in sorted((site / "notebooks").glob("*.html")):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        state_tag = soup.find("script", type="application/vnd.jupyter.widget-state+json")
+        state = json.loads(state_tag.string)["state"] if state_tag else {}
+        for cell in soup.select("div.cell"):
+            views = cell.find_all("script", type="application/vnd.jupyter.widget-view+json")
+            for view in views:
+                model = json.loads(view.string)["model_id"]
+                if model not in state:
+                    problems.append(f"{page.name}: widget {model} has no saved state (an empty box)")
+            if views and not cell.select(".cell_output img, .cell_output svg"):
+                source = cell.select_one(".cell_input pre")
+                snippet = source.get_text()[:60].strip() if source else "?"
+                problems.append(f"{page.name}: widget cell without a static figure: {snippet!r}")
+    assert not problems, "\n".join(problems)
+
+
 def test_every_internal_link_anchor_and_image_resolves(site, tmp_path):
     """LinkChecker crawls the site from index.html; external links are only syntax-checked."""
     linkchecker = shutil.which("linkchecker", path=str(Path(sys.executable).parent)) or shutil.which("linkchecker")
@@ -303,13 +323,24 @@ def browser():
     shutil.rmtree(profile, ignore_errors=True)
 
 
-WAIT_FOR_MATHJAX = """
+WAIT_FOR_PAGE = """
 const done = arguments[arguments.length - 1];
 const start = Date.now();
+const widgetViews = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
+function waitForWidgets() {
+  // The widget manager renders after RequireJS has loaded it; give it up to 20 s.
+  if (!widgetViews || document.querySelector(".jupyter-widgets") || Date.now() - start > 20000) {
+    const mj = window.MathJax;
+    const settle = mj && mj.typesetPromise ? mj.typesetPromise() : Promise.resolve();
+    settle.then(() => setTimeout(() => done("ready"), 300), (e) => done("error: " + e));
+  } else {
+    setTimeout(waitForWidgets, 100);
+  }
+}
 (function poll() {
   const mj = window.MathJax;
   if (mj && mj.startup && mj.startup.promise) {
-    mj.startup.promise.then(() => done("ready"), (e) => done("error: " + e));
+    mj.startup.promise.then(waitForWidgets, (e) => done("error: " + e));
   } else if (Date.now() - start > 30000) {
     done(document.querySelector(".math") ? "MathJax never started" : "no math");
   } else {
@@ -346,9 +377,8 @@ return {
 
 def _load(driver, url: str) -> dict:
     driver.get(url)
-    state = driver.execute_async_script(WAIT_FOR_MATHJAX)
+    state = driver.execute_async_script(WAIT_FOR_PAGE)
     assert state in {"ready", "no math"}, f"{url}: {state}"
-    time.sleep(1.0)  # let the widget manager render and late scripts run
     return driver.execute_script(PAGE_REPORT)
 
 

@@ -3,11 +3,12 @@
  * tools/build_book.py copies this file to vendor/; nb_ipywidgets_js in _config.yml loads
  * it before RequireJS and the widget manager on every page that embeds widgets.
  *
- * 1. Where the widget manager finds its files. The manager's bundle locates its font
- *    files relative to the URL RequireJS gives its module. Without configuration that URL
- *    is relative to the page, so the fonts would be looked for next to each chapter. A
- *    global `require` object defined before RequireJS loads is RequireJS's configuration:
- *    map the module onto the html-manager folder next to this file.
+ * 1. Where the widget manager finds its files. Each module in the manager's bundle
+ *    locates its font files relative to the URL RequireJS gives that module. Without
+ *    configuration those URLs are relative to the page, so the fonts would be looked for
+ *    next to each chapter. A global `require` object defined before RequireJS loads is
+ *    RequireJS's configuration: map every module the bundle defines onto the
+ *    html-manager folder next to this file, where tools/build_book.py put the fonts.
  *
  * 2. MathJax. ipywidgets 8's manager typesets widget labels with MathJax 2's API,
  *    MathJax.Hub.Queue(["Typeset", MathJax.Hub, element]); the site serves MathJax 3,
@@ -20,9 +21,14 @@
 
   var here = document.currentScript && document.currentScript.src;
   if (here && typeof window.require === "undefined") {
-    window.require = {
-      paths: { "@jupyter-widgets/html-manager/dist": new URL("html-manager", here).href },
-    };
+    var folder = new URL("html-manager/", here).href;
+    var paths = {};
+    ["base", "controls", "base7", "controls7", "html-manager", "html-manager/dist/libembed-amd"].forEach(
+      function (name) {
+        paths["@jupyter-widgets/" + name] = folder + name.split("/").pop();
+      }
+    );
+    window.require = { paths: paths };
   }
 
   function typeset(element) {
