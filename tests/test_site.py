@@ -224,24 +224,49 @@ def test_math_and_widgets_use_the_copies_served_by_the_site(site):
     assert (site / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
 
 
+# Widget models a reader would operate; a view containing one is a "widget cell" that must
+# also leave a figure. Display-only widgets (a finished tqdm bar: HBox, FloatProgress, HTML)
+# render fine from their saved state.
+INTERACTIVE_MODEL = re.compile(
+    r"Slider|Dropdown|Text|Button|Checkbox|Toggle|Select|Radio|Combobox|Play|Picker|Tab|Accordion|Upload"
+)
+
+
+def _models_under(model_id: str, state: dict) -> set[str]:
+    """Model names reachable from a widget model through its IPY_MODEL_ references."""
+    seen: set[str] = set()
+    names: set[str] = set()
+    stack = [model_id]
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in state:
+            continue
+        seen.add(current)
+        names.add(state[current]["model_name"])
+        stack += re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[current]["state"]))
+    return names
+
+
 def test_no_chapter_shows_an_empty_widget_box(site):
-    """A widget on a static page shows only its saved state: each widget cell must leave a
-    figure, and any widget view left on a page must have its state saved with it."""
+    """A widget on a static page shows only its saved state: any widget view left on a page
+    must have its state saved with it, and an interactive widget's cell must also leave a
+    figure (attention_book's widgets put a PNG in their output, which the site shows)."""
     problems = []
     for page in sorted((site / "notebooks").glob("*.html")):
         soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
         state_tag = soup.find("script", type="application/vnd.jupyter.widget-state+json")
         state = json.loads(state_tag.string)["state"] if state_tag else {}
         for cell in soup.select("div.cell"):
-            views = cell.find_all("script", type="application/vnd.jupyter.widget-view+json")
-            for view in views:
+            source = cell.select_one(".cell_input pre")
+            snippet = repr(source.get_text()[:60].strip()) if source else "?"
+            interactive = False
+            for view in cell.find_all("script", type="application/vnd.jupyter.widget-view+json"):
                 model = json.loads(view.string)["model_id"]
                 if model not in state:
-                    problems.append(f"{page.name}: widget {model} has no saved state (an empty box)")
-            if views and not cell.select(".cell_output img, .cell_output svg"):
-                source = cell.select_one(".cell_input pre")
-                snippet = source.get_text()[:60].strip() if source else "?"
-                problems.append(f"{page.name}: widget cell without a static figure: {snippet!r}")
+                    problems.append(f"{page.name}: cell {snippet}: widget {model} has no saved state (an empty box)")
+                interactive |= any(INTERACTIVE_MODEL.search(name) for name in _models_under(model, state))
+            if interactive and not cell.select(".cell_output img, .cell_output svg"):
+                problems.append(f"{page.name}: cell {snippet} shows an interactive widget but no static figure")
     assert not problems, "\n".join(problems)
 
 
@@ -331,8 +356,9 @@ function waitForWidgets() {
   // The widget manager renders after RequireJS has loaded it; give it up to 20 s.
   if (!widgetViews || document.querySelector(".jupyter-widgets") || Date.now() - start > 20000) {
     const mj = window.MathJax;
-    const settle = mj && mj.typesetPromise ? mj.typesetPromise() : Promise.resolve();
-    settle.then(() => setTimeout(() => done("ready"), 300), (e) => done("error: " + e));
+    // Widget labels are typeset after MathJax's first pass (tools/widgets_offline.js).
+    const settle = mj && mj.startup && mj.startup.promise ? mj.startup.promise : Promise.resolve();
+    settle.then(() => setTimeout(() => done("ready"), 500), (e) => done("error: " + e));
   } else {
     setTimeout(waitForWidgets, 100);
   }
