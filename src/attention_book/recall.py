@@ -34,6 +34,7 @@ __all__ = [
     "attention_maps",
     "lookup_hit_rate",
     "plot_recall_attention",
+    "plot_lookups",
     "format_vector",
 ]
 
@@ -135,16 +136,39 @@ def plot_recall_attention(model: RecallModel, tokens: torch.Tensor, vocab: Vocab
 
     binding, lookup = attention_maps(model, tokens[None])
     labels = [vocab.tokens[i] for i in tokens.tolist()]
-    figure, (left, right) = plt.subplots(
-        1, 2, figsize=(10.5, 4.2), gridspec_kw={"width_ratios": [1.0, 1.0]}, layout="constrained"
+    figure, (top, bottom) = plt.subplots(
+        2, 1, figsize=(6.4, 7.0), gridspec_kw={"height_ratios": [len(labels), 1.6]}, layout="constrained"
     )
-    plot_attention(binding[0], labels, labels, ax=left, title="Layer 1 (binding): each token reads its neighbour")
+    plot_attention(binding[0], labels, labels, ax=top, title="Layer 1 (binding): each token reads itself and the token before")
     plot_attention(
-        lookup, [f"{labels[-1]} (asks)"], labels, ax=right, title="Layer 2 (lookup): the asked key reads the store"
+        lookup, [f"{labels[-1]} asks"], labels, ax=bottom, colorbar=False,
+        title=f"Layer 2 (lookup): the asked key '{labels[-1]}' reads the store",
     )
-    right.set_box_aspect(len(labels) ** -1 * 1.0)
+    bottom.set_ylabel("query")
     if title:
         figure.suptitle(title)
+    return figure
+
+
+def plot_lookups(model: RecallModel, tokens: torch.Tensor, vocab: Vocabulary, title: str | None = None):
+    """The lookup row (the last token's weights over all tokens) of several examples, one per panel.
+
+    ``tokens``: (examples, T). Returns the matplotlib figure.
+    """
+    import matplotlib.pyplot as plt
+
+    _, lookup = attention_maps(model, tokens)  # (examples, T)
+    count = len(tokens)
+    figure, axes = plt.subplots(count, 1, figsize=(6.4, 0.5 + 0.95 * count), layout="constrained", squeeze=False)
+    for ax, row, weights in zip(axes[:, 0], tokens, lookup):
+        labels = [vocab.tokens[i] for i in row.tolist()]
+        plot_attention(weights, [f"{labels[-1]} asks"], labels, ax=ax, colorbar=False)
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+    axes[-1, 0].set_xlabel("keys: the tokens of each sequence")
+    figure.supylabel("query: the asked key", fontsize=10)
+    figure.colorbar(axes[0, 0].images[0], ax=axes[:, 0].tolist(), fraction=0.04, pad=0.02, label="attention weight")
+    figure.suptitle(title or "Where the asked key looks, in held-out sequences")
     return figure
 
 
