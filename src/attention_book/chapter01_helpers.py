@@ -1,0 +1,174 @@
+"""Chapter 1 helpers: printing, the two-dimensional picture and the cost measurements.
+
+None of this is the lesson (that is written out in the chapter); it keeps the
+chapter's cells short:
+
+* :func:`format_vector` prints a vector with a fixed number of decimals, so that
+  printed outputs never depend on the last bits of a float;
+* :func:`plot_tokens_and_outputs` draws tokens of two features as points and shows
+  where self-attention moves each of them (every output lies inside the triangle,
+  more generally the convex hull, of the tokens);
+* :func:`attention_cost` counts the multiply-adds and the memory of the weight
+  matrix, exactly; :func:`time_attention` measures the wall-clock time (which varies
+  from run to run) and :func:`plot_timings` draws it against the sequence length.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.patches import Polygon
+
+from .attention import scaled_dot_product_attention
+from .plotting import to_numpy
+
+__all__ = ["format_vector", "plot_tokens_and_outputs", "attention_cost", "time_attention", "plot_timings"]
+
+
+def format_vector(values, digits: int = 2) -> str:
+    """``[0.91, 0.67]``: a 1-D tensor, array or list printed with ``digits`` decimals.
+
+    Negative zeros print as ``0.00`` so that outputs do not depend on rounding noise.
+    """
+    numbers = to_numpy(values).reshape(-1)
+    parts = []
+    for number in numbers:
+        text = f"{number:.{digits}f}"
+        if float(text) == 0.0:
+            text = f"{0.0:.{digits}f}"
+        parts.append(text)
+    return "[" + ", ".join(parts) + "]"
+
+
+def plot_tokens_and_outputs(
+    tokens: Sequence[str],
+    inputs,
+    outputs,
+    ax=None,
+    title: str | None = None,
+    feature_names: tuple[str, str] = ("feature 1", "feature 2"),
+):
+    """Tokens with two features as points, and an arrow from each token to its output.
+
+    Args:
+        tokens: T labels.
+        inputs: (T, 2) token vectors, one per row.
+        outputs: (T, 2) attention outputs, row i belonging to token i.
+        ax: axes to draw into (a new figure if None).
+
+    Returns the axes. The shaded triangle (polygon) spans the tokens: a weighted
+    average with non-negative weights that sum to 1 can only land inside it.
+    """
+    inputs, outputs = to_numpy(inputs), to_numpy(outputs)
+    if inputs.ndim != 2 or inputs.shape[1] != 2 or outputs.shape != inputs.shape:
+        raise ValueError(
+            f"inputs and outputs must both have shape (T, 2), but have shapes {inputs.shape} and {outputs.shape}"
+        )
+    if len(tokens) != len(inputs):
+        raise ValueError(f"{len(tokens)} token labels were given for {len(inputs)} vectors")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.0, 4.0))
+    if len(inputs) >= 3:
+        centre = inputs.mean(axis=0)
+        order = np.argsort(np.arctan2(inputs[:, 1] - centre[1], inputs[:, 0] - centre[0]))
+        ax.add_patch(Polygon(inputs[order], closed=True, facecolor="#dddddd", edgecolor="#999999", zorder=0,
+                             label="where weighted averages can land"))
+    ax.scatter(inputs[:, 0], inputs[:, 1], s=70, color="#1f4e79", zorder=3, label="token vectors $x_j$")
+    ax.scatter(outputs[:, 0], outputs[:, 1], s=70, marker="D", color="#e08a00", zorder=4, label="outputs $h_i$")
+    for token, start, end in zip(tokens, inputs, outputs):
+        ax.annotate(f"{token}", start, textcoords="offset points", xytext=(-8, 8), ha="right", fontsize=11)
+        ax.annotate("", xy=end, xytext=start, zorder=2,
+                    arrowprops={"arrowstyle": "->", "color": "#e08a00", "lw": 1.5, "shrinkA": 5, "shrinkB": 5})
+        ax.annotate(f"$h_{{\\mathrm{{{token}}}}}$", end, textcoords="offset points", xytext=(6, -14), fontsize=10,
+                    color="#a05a00")
+    low = min(inputs.min(), outputs.min()) - 0.35
+    high = max(inputs.max(), outputs.max()) + 0.35
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
+    ax.set_aspect("equal")
+    ax.set_xlabel(feature_names[0])
+    ax.set_ylabel(feature_names[1])
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def attention_cost(T: int, d_k: int, d_v: int | None = None, bytes_per_number: int = 4) -> dict[str, int]:
+    """Exact work and memory of single-head self-attention over T tokens.
+
+    Returns multiply-adds for the scores ``Q K^T`` (``T * T * d_k``) and for the
+    output ``A V`` (``T * T * d_v``), the number of entries of the weight matrix
+    ``A`` (``T * T``) and the bytes it takes (``bytes_per_number`` each, 4 for float32).
+    """
+    if not isinstance(T, int) or T < 1 or not isinstance(d_k, int) or d_k < 1:
+        raise ValueError(f"T and d_k must be positive integers, but T={T!r} and d_k={d_k!r} were given")
+    d_v = d_k if d_v is None else d_v
+    return {
+        "score_multiply_adds": T * T * d_k,
+        "output_multiply_adds": T * T * d_v,
+        "weight_entries": T * T,
+        "weight_bytes": T * T * bytes_per_number,
+    }
+
+
+def time_attention(
+    lengths: Sequence[int],
+    d_k: int = 64,
+    repeats: int = 3,
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+) -> list[float]:
+    """Median wall-clock seconds of ``scaled_dot_product_attention`` for each sequence length.
+
+    One sequence of T random tokens with d_k features is attended over itself
+    (Q = K = V), after one untimed warm-up call. Timings vary from run to run and
+    machine to machine: never compare them with stored outputs.
+    """
+    device = torch.device(device)
+    generator = torch.Generator().manual_seed(seed)
+    seconds = []
+    for T in lengths:
+        x = torch.randn(T, d_k, generator=generator).to(device)  # (T, d_k)
+        scaled_dot_product_attention(x, x, x)  # warm-up
+        runs = []
+        for _ in range(repeats):
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            scaled_dot_product_attention(x, x, x)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            runs.append(time.perf_counter() - start)
+        seconds.append(statistics.median(runs))
+    return seconds
+
+
+def plot_timings(lengths: Sequence[int], seconds: Sequence[float], ax=None, title: str | None = None, device: str = "cpu"):
+    """Measured time against sequence length on log-log axes, with a T^2 guide line.
+
+    The guide passes through the longest measurement: on log-log axes a cost that
+    grows like T^2 is a straight line of slope 2.
+    """
+    lengths = np.asarray(lengths, dtype=float)
+    milliseconds = 1000 * np.asarray(seconds, dtype=float)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.6))
+    ax.loglog(lengths, milliseconds, "o-", color="#1f4e79", label=f"measured on {device}")
+    guide = milliseconds[-1] * (lengths / lengths[-1]) ** 2
+    ax.loglog(lengths, guide, "--", color="#e08a00", label=r"$\propto T^2$ (slope 2)")
+    ax.set_xlabel("sequence length T (tokens)")
+    ax.set_ylabel("time per attention call (ms)")
+    ax.set_xticks(lengths, [str(int(T)) for T in lengths])
+    ax.minorticks_off()
+    ax.grid(alpha=0.3, which="both")
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    return ax
