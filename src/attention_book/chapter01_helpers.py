@@ -27,7 +27,16 @@ from matplotlib.patches import Polygon
 from .attention import scaled_dot_product_attention
 from .plotting import to_numpy
 
-__all__ = ["format_vector", "plot_tokens_and_outputs", "attention_cost", "time_attention", "plot_timings"]
+__all__ = [
+    "format_vector",
+    "format_bytes",
+    "plot_tokens_and_outputs",
+    "plot_saturation",
+    "attention_cost",
+    "time_attention",
+    "loglog_slope",
+    "plot_timings",
+]
 
 
 def format_vector(values, digits: int = 2) -> str:
@@ -43,6 +52,16 @@ def format_vector(values, digits: int = 2) -> str:
             text = f"{0.0:.{digits}f}"
         parts.append(text)
     return "[" + ", ".join(parts) + "]"
+
+
+def format_bytes(count: int) -> str:
+    """``16.0 GiB``: a number of bytes in the largest binary unit that keeps it at least 1."""
+    value = float(count)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
 
 
 def plot_tokens_and_outputs(
@@ -72,7 +91,7 @@ def plot_tokens_and_outputs(
     if len(tokens) != len(inputs):
         raise ValueError(f"{len(tokens)} token labels were given for {len(inputs)} vectors")
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.0, 4.0))
+        _, ax = plt.subplots(figsize=(7.0, 4.0), layout="constrained")
     if len(inputs) >= 3:
         centre = inputs.mean(axis=0)
         order = np.argsort(np.arctan2(inputs[:, 1] - centre[1], inputs[:, 0] - centre[0]))
@@ -94,10 +113,36 @@ def plot_tokens_and_outputs(
     ax.set_xlabel(feature_names[0])
     ax.set_ylabel(feature_names[1])
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8)
     if title:
         ax.set_title(title)
     return ax
+
+
+def plot_saturation(dims, top_unscaled, top_scaled, slope_unscaled, slope_scaled, num_keys: int):
+    """Two panels against d_k: the mean top softmax weight, and its sensitivity a(1 - a).
+
+    Returns the figure. Unscaled scores in one colour, scaled by 1/sqrt(d_k) in another;
+    the dotted line in the left panel is the uniform weight 1/num_keys.
+    """
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.4), layout="constrained")
+    for ax, unscaled, scaled in ((left, top_unscaled, top_scaled), (right, slope_unscaled, slope_scaled)):
+        ax.plot(dims, unscaled, "o-", color="#d62728", label=r"unscaled: softmax$(q \cdot k)$")
+        ax.plot(dims, scaled, "s-", color="#1f4e79", label=r"scaled: softmax$(q \cdot k / \sqrt{d_k})$")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(dims, [str(d) for d in dims])
+        ax.minorticks_off()
+        ax.set_xlabel("width of queries and keys $d_k$")
+        ax.grid(alpha=0.3)
+    left.axhline(1 / num_keys, color="gray", linestyle=":", label=f"uniform (1/{num_keys})")
+    left.set_ylim(0, 1.02)
+    left.set_ylabel("mean largest weight")
+    left.set_title(f"The largest of {num_keys} weights")
+    left.legend(fontsize=8, loc="center right")
+    right.set_ylim(0, 0.26)
+    right.set_ylabel("mean $a(1 - a)$")
+    right.set_title("How much the largest weight can still move")
+    return figure
 
 
 def attention_cost(T: int, d_k: int, d_v: int | None = None, bytes_per_number: int = 4) -> dict[str, int]:
@@ -150,18 +195,24 @@ def time_attention(
     return seconds
 
 
+def loglog_slope(lengths: Sequence[int], seconds: Sequence[float]) -> float:
+    """Slope of the least-squares line through (log T, log time): 2 for a cost that grows like T^2."""
+    return float(np.polyfit(np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(seconds, dtype=float)), 1)[0])
+
+
 def plot_timings(lengths: Sequence[int], seconds: Sequence[float], ax=None, title: str | None = None, device: str = "cpu"):
     """Measured time against sequence length on log-log axes, with a T^2 guide line.
 
-    The guide passes through the longest measurement: on log-log axes a cost that
-    grows like T^2 is a straight line of slope 2.
+    On log-log axes a cost that grows like T^2 is a straight line of slope 2; the
+    guide has slope 2 and runs through the middle of the measurements (least squares).
     """
     lengths = np.asarray(lengths, dtype=float)
     milliseconds = 1000 * np.asarray(seconds, dtype=float)
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.5, 3.6))
+        _, ax = plt.subplots(figsize=(5.5, 3.6), layout="constrained")
     ax.loglog(lengths, milliseconds, "o-", color="#1f4e79", label=f"measured on {device}")
-    guide = milliseconds[-1] * (lengths / lengths[-1]) ** 2
+    offset = np.mean(np.log(milliseconds) - 2 * np.log(lengths))
+    guide = np.exp(offset) * lengths**2
     ax.loglog(lengths, guide, "--", color="#e08a00", label=r"$\propto T^2$ (slope 2)")
     ax.set_xlabel("sequence length T (tokens)")
     ax.set_ylabel("time per attention call (ms)")
