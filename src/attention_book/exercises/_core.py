@@ -101,7 +101,7 @@ def check(exercise_id: str, answer: Any) -> bool:
             exercise.checker(answer)
     except ExerciseFailure as failure:
         RESULTS[exercise.id] = False
-        print(f"{FAIL_MARK} {label}: {failure}")
+        print(f"{FAIL_MARK} {label}: {_one_line(str(failure))}")
         return False
     except NotImplementedError:
         RESULTS[exercise.id] = False
@@ -111,23 +111,34 @@ def check(exercise_id: str, answer: Any) -> bool:
         RESULTS[exercise.id] = False
         frame = traceback.extract_tb(error.__traceback__)[-1]
         where = f"line {frame.lineno} of {frame.name}()" if frame else "your code"
-        message = str(error).splitlines()[0] if str(error) else ""
-        print(f"{FAIL_MARK} {label}: your code raised {type(error).__name__} at {where}: {message}"[:400])
+        message = _one_line(str(error).strip().splitlines()[0]) if str(error).strip() else ""
+        print(_one_line(f"{FAIL_MARK} {label}: your code raised {type(error).__name__} at {where}: {message}")[:400])
         return False
     RESULTS[exercise.id] = True
     print(f"{PASS_MARK} {label}: passed.")
     return True
 
 
+def _one_line(text: str) -> str:
+    """``text`` on one line: check() promises exactly one printed line."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
 def summary(chapter: int | str | None = None) -> None:
-    """Print a table of exercises (of one chapter, or all) and whether they pass in this session."""
+    """Print a table of exercises (of one chapter, or all) and whether they pass in this session.
+
+    Without a chapter, every chapter of the book is listed except the sample chapter 0
+    (``tests/sample_exercises``), which only demonstrates the mechanism; ``summary(0)``
+    lists it.
+    """
     from . import load_all
 
     load_all()
+    wanted = None if chapter is None else (str(int(chapter)) if str(chapter).isdigit() else str(chapter))
     chosen = [
         exercise
         for key, exercise in sorted(REGISTRY.items(), key=lambda item: _sort_key(item[0]))
-        if chapter is None or exercise.chapter == str(chapter)
+        if (exercise.chapter != "0" if wanted is None else exercise.chapter == wanted)
     ]
     if not chosen:
         print(f"No exercises registered for chapter {chapter}.")
