@@ -15,7 +15,6 @@ chapter's cells short:
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Sequence
 
@@ -170,11 +169,13 @@ def time_attention(
     device: torch.device | str = "cpu",
     seed: int = 0,
 ) -> list[float]:
-    """Median wall-clock seconds of ``scaled_dot_product_attention`` for each sequence length.
+    """Wall-clock seconds of ``scaled_dot_product_attention`` for each sequence length.
 
     One sequence of T random tokens with d_k features is attended over itself
-    (Q = K = V), after one untimed warm-up call. Timings vary from run to run and
-    machine to machine: never compare them with stored outputs.
+    (Q = K = V), after one untimed warm-up call. Each length is timed ``repeats``
+    times and the fastest run is kept: on a shared machine, slower runs measure
+    interruptions by other programs rather than attention. Timings still vary from
+    run to run and machine to machine: never compare them with stored outputs.
     """
     device = torch.device(device)
     generator = torch.Generator().manual_seed(seed)
@@ -191,7 +192,7 @@ def time_attention(
             if device.type == "cuda":
                 torch.cuda.synchronize()
             runs.append(time.perf_counter() - start)
-        seconds.append(statistics.median(runs))
+        seconds.append(min(runs))
     return seconds
 
 
