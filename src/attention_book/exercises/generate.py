@@ -308,7 +308,9 @@ def banner_source(number: int, chapter_path: str, exercise_path: str) -> str:
             "",
             "runs the whole notebook and compares only the check cells (marked `# NBVAL_CHECK_OUTPUT`)",
             "with their stored output, which is the line of a passing answer: it fails once for",
-            "every exercise that does not pass yet, and passes when all of them do.",
+            "every exercise that does not pass yet, and passes when all of them do. In its report",
+            "the line starting with ❌ is what your answer printed, with the hint; the line starting",
+            "with ✅ is the passing line it expects.",
         ]
     )
 
