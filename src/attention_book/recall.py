@@ -23,6 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .chapter01_helpers import format_vector  # re-exported: chapter 2 prints with it too
 from .key_value import SingleHeadAttention
 from .plotting import plot_attention
 from .positional import LearnedPositionalEncoding
@@ -170,15 +171,3 @@ def plot_lookups(model: RecallModel, tokens: torch.Tensor, vocab: Vocabulary, ti
     figure.colorbar(axes[0, 0].images[0], ax=axes[:, 0].tolist(), fraction=0.04, pad=0.02, label="attention weight")
     figure.suptitle(title or "Where the asked key looks, in held-out sequences")
     return figure
-
-
-def format_vector(vector, digits: int = 2) -> str:
-    """``[550.00, 5.50, 0.00]``-style text for a 1-D tensor or list (no float noise, no ``-0.00``)."""
-    values = torch.as_tensor(vector).detach().cpu().flatten().tolist()
-    parts = []
-    for value in values:
-        text = f"{value:.{digits}f}"
-        if float(text) == 0:
-            text = f"{0:.{digits}f}"
-        parts.append(text)
-    return "[" + ", ".join(parts) + "]"
