@@ -1,0 +1,521 @@
+"""Exercises of chapter 5, "Positional encoding".
+
+5.1 Build the sinusoidal table.
+5.2 The matrix that moves a position vector k positions on.
+5.3 Design a classifier that cannot see order (permutation-invariant).
+5.4 Measure what is lost: the best accuracy a model that sees only the bag of tokens can reach.
+
+Each checker tests the answer on fresh random inputs against the reference
+(:func:`~attention_book.sinusoidal_encoding`, :func:`~attention_book.positional.offset_rotation`,
+:func:`~attention_book.chapter05_helpers.best_invariant_accuracy`) and recognises typical
+wrong answers by what they compute.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections import Counter, defaultdict
+
+import torch
+from torch import nn
+
+from ..chapter05_helpers import best_invariant_accuracy as reference_best_invariant_accuracy
+from ..positional import offset_rotation, sinusoidal_encoding
+from ..tasks import PAD
+from ..transformer import Encoder
+from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register, require_tensor_like
+
+# ---------------------------------------------------------------------------------
+# 5.1 The sinusoidal table
+
+
+def _table_from_angles(num_positions: int, d_model: int, angle, layout: str = "interleaved", first: str = "sin"):
+    """A (P, d) table from ``angle(p, column)``: sines/cosines interleaved or in two halves."""
+    table = torch.zeros(num_positions, d_model, dtype=torch.float64)
+    positions = torch.arange(num_positions, dtype=torch.float64)
+    for column in range(d_model):
+        if layout == "interleaved":
+            kind = ("sin", "cos")[column % 2]
+        else:
+            kind = "sin" if column < d_model // 2 else "cos"
+        if first == "cos":
+            kind = {"sin": "cos", "cos": "sin"}[kind]
+        values = angle(positions, column)
+        table[:, column] = torch.sin(values) if kind == "sin" else torch.cos(values)
+    return table.float()
+
+
+def _sinusoidal_table_solution(num_positions: int, d_model: int) -> torch.Tensor:
+    """The (num_positions, d_model) table: PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(same)."""
+    positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d/2,): 0, 2, 4, ...
+    angles = positions / 10000 ** (two_i / d_model)  # (P, d/2)
+    table = torch.zeros(num_positions, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles)
+    return table.float()
+
+
+def _table_sin_cos_swapped(num_positions, d_model):
+    return _table_from_angles(num_positions, d_model, lambda p, c: p / 10000 ** (2 * (c // 2) / d_model), first="cos")
+
+
+def _table_exponent_i(num_positions, d_model):
+    return _table_from_angles(num_positions, d_model, lambda p, c: p / 10000 ** ((c // 2) / d_model))
+
+
+def _table_exponent_column(num_positions, d_model):
+    return _table_from_angles(num_positions, d_model, lambda p, c: p / 10000 ** (c / d_model))
+
+
+def _table_multiplied(num_positions, d_model):
+    return _table_from_angles(num_positions, d_model, lambda p, c: p * 10000 ** (2 * (c // 2) / d_model))
+
+
+def _table_halves(num_positions, d_model):
+    half = d_model // 2
+    return _table_from_angles(num_positions, d_model, lambda p, c: p / 10000 ** (2 * (c % half) / d_model), layout="halves")
+
+
+def _table_from_one(num_positions, d_model):
+    return _table_from_angles(num_positions, d_model, lambda p, c: (p + 1) / 10000 ** (2 * (c // 2) / d_model))
+
+
+def _table_transposed(num_positions, d_model):
+    return _sinusoidal_table_solution(num_positions, d_model).T
+
+
+def _check_table_shape(table, num_positions: int, d_model: int) -> None:
+    if isinstance(table, torch.Tensor) and tuple(table.shape) == (d_model, num_positions):
+        raise ExerciseFailure(
+            f"your table has shape ({d_model}, {num_positions}) but should have shape ({num_positions}, {d_model}): "
+            "it is transposed. One ROW per position, one column per dimension"
+        )
+
+
+def _check_sinusoidal_table(answer) -> None:
+    generator = random_generator()
+    # Case 1: a random size with several pairs, so that every mistake shows.
+    while True:
+        num_positions = int(torch.randint(8, 41, (), generator=generator))
+        d_model = 2 * int(torch.randint(3, 17, (), generator=generator))
+        if num_positions != d_model:
+            break
+    table = call(answer, num_positions, d_model)
+    _check_table_shape(table, num_positions, d_model)
+    expected = sinusoidal_encoding(num_positions, d_model)
+    mistakes = {
+        "sines belong in the even columns (0, 2, 4, ...) and cosines in the odd ones; you swapped them": _table_sin_cos_swapped,
+        "the exponent is 2i / d_model, where i counts the PAIRS (column 2i and 2i + 1 share i); you used i / d_model": _table_exponent_i,
+        "the sine and the cosine of one pair share one frequency: use the even column index 2i in the exponent for "
+        "both columns 2i and 2i + 1, not each column's own index": _table_exponent_column,
+        "divide the position by 10000^(2i / d_model) (the frequencies fall from column to column); you multiplied": _table_multiplied,
+        "interleave sines and cosines: column 2i holds the sine and column 2i + 1 the cosine of pair i; you put all "
+        "the sines first and all the cosines after them": _table_halves,
+        "positions start at 0: row 0 must be sin(0) = 0 and cos(0) = 1": _table_from_one,
+    }
+    diagnose(
+        table,
+        expected,
+        f"the table for num_positions={num_positions}, d_model={d_model}",
+        known_mistakes={hint: wrong(num_positions, d_model) for hint, wrong in mistakes.items()},
+    )
+    # Case 2: a single pair, a single position, and a long table (far positions).
+    for num_positions, d_model, atol in ((7, 2, 1e-5), (1, 8, 1e-5), (600, 16, 1e-4)):
+        table = call(answer, num_positions, d_model)
+        _check_table_shape(table, num_positions, d_model)
+        diagnose(table, sinusoidal_encoding(num_positions, d_model), f"the table for num_positions={num_positions}, d_model={d_model}", atol=atol)
+
+
+register(
+    "5.1",
+    "The sinusoidal table",
+    _check_sinusoidal_table,
+    solution=_sinusoidal_table_solution,
+    mistakes=[
+        Mistake("sin and cos swapped", _table_sin_cos_swapped, "you swapped them"),
+        Mistake("exponent i instead of 2i", _table_exponent_i, "you used i / d_model"),
+        Mistake("exponent uses the column index", _table_exponent_column, "share one frequency"),
+        Mistake("multiplied instead of divided", _table_multiplied, "you multiplied"),
+        Mistake("sines and cosines in two halves", _table_halves, "interleave sines and cosines"),
+        Mistake("positions start at 1", _table_from_one, "positions start at 0"),
+        Mistake("transposed table", _table_transposed, "it is transposed"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 5.2 Moving k positions on is a rotation
+
+
+def _block_diagonal(d_model: int, angle_of_pair, transpose: bool = False, partner=None) -> torch.Tensor:
+    """(d, d) matrix with a 2x2 rotation block [[cos, -sin], [sin, cos]] per pair (or its transpose)."""
+    matrix = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        a = angle_of_pair(i)
+        first, second = (2 * i, 2 * i + 1) if partner is None else partner(i)
+        c, s = math.cos(a), math.sin(a)
+        block = [[c, -s], [s, c]] if not transpose else [[c, s], [-s, c]]
+        matrix[first, first], matrix[first, second] = block[0]
+        matrix[second, first], matrix[second, second] = block[1]
+    return matrix
+
+
+def _offset_matrix_solution(d_model: int, k: int) -> torch.Tensor:
+    """The (d_model, d_model) matrix M with PE[p + k] = PE[p] @ M for every position p."""
+    matrix = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        angle = k / 10000 ** (2 * i / d_model)  # pair i turns by omega_i * k
+        c, s = math.cos(angle), math.sin(angle)
+        # Row vector (sin, cos) times [[c, -s], [s, c]] = (sin c + cos s, -sin s + cos c):
+        # the sine and cosine of the angle plus omega_i * k.
+        matrix[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+    return matrix
+
+
+def _offset_backwards(d_model, k):
+    return _block_diagonal(d_model, lambda i: k / 10000 ** (2 * i / d_model), transpose=True)
+
+
+def _offset_exponent_i(d_model, k):
+    return _block_diagonal(d_model, lambda i: k / 10000 ** (i / d_model))
+
+
+def _offset_same_angle(d_model, k):
+    return _block_diagonal(d_model, lambda i: float(k))
+
+
+def _offset_halves(d_model, k):
+    half = d_model // 2
+    return _block_diagonal(d_model, lambda i: k / 10000 ** (2 * i / d_model), partner=lambda i: (i, i + half))
+
+
+def _check_offset_matrix(answer) -> None:
+    generator = random_generator()
+    d_model = 2 * int(torch.randint(3, 9, (), generator=generator))
+    k = int(torch.randint(1, 21, (), generator=generator))
+    matrix = call(answer, d_model, k)
+    expected = offset_rotation(d_model, k)
+    mistakes = {
+        "your matrix moves BACK k positions (it rotates each pair by -omega_i k). With positions as rows, "
+        "PE[p + k] = PE[p] @ M needs the block [[cos, -sin], [sin, cos]]; yours is its transpose, the block for column "
+        "vectors": _offset_backwards(d_model, k),
+        "pair i turns by the angle k / 10000^(2i / d_model); your exponent uses i / d_model": _offset_exponent_i(d_model, k),
+        "each pair turns at its own frequency omega_i = 1 / 10000^(2i / d_model): the angle is omega_i * k, "
+        "not k for every pair": _offset_same_angle(d_model, k),
+        "pair i sits in columns 2i and 2i + 1 (interleaved), so its block couples those two columns, not "
+        "columns i and i + d_model / 2": _offset_halves(d_model, k),
+    }
+    diagnose(
+        matrix,
+        expected,
+        f"your matrix for d_model={d_model}, k={k}",
+        known_mistakes={hint: wrong.float() for hint, wrong in mistakes.items()},
+        atol=1e-5,
+    )
+    # Behaviour: it moves every row of the table k positions on, far from the start too.
+    table = sinusoidal_encoding(400 + k, d_model).double()
+    moved = table[:400] @ require_tensor_like(matrix, expected, "your matrix").double()  # (400, d)
+    if not torch.allclose(moved, table[k:], atol=1e-4):
+        raise ExerciseFailure(f"PE[p] @ M differs from PE[p + {k}] for some positions p below 400")
+    # Zero and negative offsets: no move, and moving backwards.
+    for offset in (0, -int(torch.randint(1, 8, (), generator=generator))):
+        matrix = call(answer, d_model, offset)
+        diagnose(matrix, offset_rotation(d_model, offset), f"your matrix for d_model={d_model}, k={offset}", atol=1e-5)
+
+
+register(
+    "5.2",
+    "Moving k positions on is a rotation",
+    _check_offset_matrix,
+    solution=_offset_matrix_solution,
+    mistakes=[
+        Mistake("rotation by -k (transposed blocks)", _offset_backwards, "moves BACK k positions"),
+        Mistake("exponent i instead of 2i", _offset_exponent_i, "your exponent uses i / d_model"),
+        Mistake("the same angle for every pair", _offset_same_angle, "each pair turns at its own frequency"),
+        Mistake("pairs in two halves", _offset_halves, "interleaved"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 5.3 A classifier that cannot see order
+
+
+def _masked_mean(hidden: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+    weights = padding.to(hidden.dtype)[..., None]  # (batch, T, 1)
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)  # (batch, d_model)
+
+
+class _OrderBlindClassifierSolution(nn.Module):
+    """Encoder without positions, then a masked mean over the real tokens, then a linear head."""
+
+    def __init__(self, vocab_size: int, num_classes: int, d_model: int = 32):
+        super().__init__()
+        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+        hidden = self.encoder(tokens, padding)  # (batch, T, d_model): equivariant
+        weights = padding.float()[..., None]  # (batch, T, 1): 1 for real tokens, 0 for padding
+        pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1)  # (batch, d_model): invariant
+        return self.head(pooled)  # (batch, num_classes)
+
+
+class _ClassifierWithPositions(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model=32):
+        super().__init__()
+        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional="sinusoidal")
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens, padding):
+        return self.head(_masked_mean(self.encoder(tokens, padding), padding))
+
+
+class _FirstTokenClassifier(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model=32):
+        super().__init__()
+        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens, padding):
+        return self.head(self.encoder(tokens, padding)[:, 0])
+
+
+class _MeanOverPaddingClassifier(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model=32):
+        super().__init__()
+        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, tokens, padding):
+        return self.head(self.encoder(tokens).mean(dim=1))
+
+
+class _ConstantClassifier(nn.Module):
+    def __init__(self, vocab_size, num_classes, d_model=32):
+        super().__init__()
+        self.bias = nn.Parameter(torch.zeros(num_classes))
+
+    def forward(self, tokens, padding):
+        return self.bias.expand(tokens.shape[0], -1)
+
+
+def _logits(model, tokens: torch.Tensor, padding: torch.Tensor, num_classes: int, what: str) -> torch.Tensor:
+    with torch.no_grad():
+        logits = call(model, tokens, padding)
+    logits = require_tensor_like(logits, torch.zeros(tokens.shape[0], num_classes), f"the logits {what}")
+    if not torch.isfinite(logits).all():
+        raise ExerciseFailure(f"the logits {what} contain nan or inf")
+    return logits
+
+
+def _distinct_tokens(batch: int, T: int, vocab_size: int, generator: torch.Generator) -> torch.Tensor:
+    """(batch, T) ids from 1 to vocab_size - 1 (0 is PAD), all different within a row."""
+    return torch.stack([torch.randperm(vocab_size - 1, generator=generator)[:T] + 1 for _ in range(batch)])
+
+
+def _check_order_blind_classifier(answer) -> None:
+    generator = random_generator()
+    vocab_size = int(torch.randint(12, 20, (), generator=generator))
+    num_classes = int(torch.randint(2, 6, (), generator=generator))
+    batch, T = 6, 7
+    model = call(answer, vocab_size, num_classes, d_model=16)
+    if not isinstance(model, nn.Module):
+        raise ExerciseFailure(
+            f"OrderBlindClassifier(vocab_size, num_classes, d_model) should create a torch.nn.Module, "
+            f"but gave a {type(model).__name__}"
+        )
+    model.eval()
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        raise ExerciseFailure("your model has no trainable parameters: it cannot learn anything")
+    tokens = _distinct_tokens(batch, T, vocab_size, generator)
+    lengths = torch.randint(3, T + 1, (batch,), generator=generator)
+    lengths[0] = T
+    padding = torch.arange(T)[None, :] < lengths[:, None]  # (batch, T): True for real tokens
+    tokens = tokens.masked_fill(~padding, PAD)
+    what = f"for a batch of {batch} sequences of up to {T} tokens"
+    logits = _logits(model, tokens, padding, num_classes, what)
+    # It must look at the tokens at all: put a token that is not in the row in place of the second one.
+    changed = tokens.clone()
+    for row in range(batch):
+        unused = [token for token in range(1, vocab_size) if token not in tokens[row].tolist()]
+        changed[row, 1] = unused[0]
+    if torch.allclose(_logits(model, changed, padding, num_classes, "after changing a token"), logits, atol=1e-4):
+        raise ExerciseFailure(
+            "your model gives the same logits whatever the tokens are; it must be blind to their ORDER, "
+            "not to the tokens themselves"
+        )
+    # Padding must not matter: the same sequences with three more padded positions.
+    longer_tokens = torch.cat([tokens, torch.full((batch, 3), PAD)], dim=1)
+    longer_padding = torch.cat([padding, torch.zeros(batch, 3, dtype=torch.bool)], dim=1)
+    if not torch.allclose(_logits(model, longer_tokens, longer_padding, num_classes, "with extra padding"), logits, atol=1e-4):
+        raise ExerciseFailure(
+            "adding padded positions (padding False) changes the logits: pass the padding mask to the encoder and "
+            "average only over the real tokens (weights padding.float(), divided by their sum)"
+        )
+
+    def shuffled(keep_first: bool) -> torch.Tensor:
+        """Every row's real tokens in a new order; with keep_first, the first token stays first."""
+        result = tokens.clone()
+        for row, length in enumerate(lengths.tolist()):
+            while True:
+                order = torch.randperm(length, generator=generator)
+                if keep_first:
+                    order = torch.cat([torch.zeros(1, dtype=torch.long), 1 + torch.randperm(length - 1, generator=generator)])
+                moved = not torch.equal(order, torch.arange(length))
+                if moved and (keep_first or order[0] != 0):
+                    break
+            result[row, :length] = tokens[row, order]
+        return result
+
+    if not torch.allclose(_logits(model, shuffled(True), padding, num_classes, "after shuffling"), logits, atol=1e-4):
+        raise ExerciseFailure(
+            "shuffling the tokens changes the logits, so the model still sees order: leave out the position "
+            "signal (ab.Encoder(..., positional=None))"
+        )
+    if not torch.allclose(_logits(model, shuffled(False), padding, num_classes, "after shuffling"), logits, atol=1e-4):
+        raise ExerciseFailure(
+            "the logits change when another token comes first: reading the first token's output is not symmetric "
+            "in the tokens (it gives the model their order through the back door); pool with a mean over all real tokens"
+        )
+
+
+register(
+    "5.3",
+    "A classifier that cannot see order",
+    _check_order_blind_classifier,
+    solution=_OrderBlindClassifierSolution,
+    mistakes=[
+        Mistake("kept the positions", _ClassifierWithPositions, "leave out the position signal"),
+        Mistake("pooled the first token", _FirstTokenClassifier, "another token comes first"),
+        Mistake("averaged the padding too", _MeanOverPaddingClassifier, "adding padded positions"),
+        Mistake("constant output", _ConstantClassifier, "whatever the tokens are"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 5.4 What is lost without order
+
+
+def _best_invariant_accuracy_solution(tokens: torch.Tensor, labels: torch.Tensor) -> float:
+    """Best accuracy of a model that sees only the multiset of tokens of each (N, T) row."""
+    groups = defaultdict(Counter)  # multiset of tokens -> how often each label occurs
+    for row, label in zip(tokens.tolist(), labels.tolist()):
+        groups[tuple(sorted(row))][label] += 1
+    correct = sum(max(counts.values()) for counts in groups.values())  # majority label per bag
+    return correct / len(labels)
+
+
+def _grouped_by_sequence(tokens, labels):
+    groups = defaultdict(Counter)
+    for row, label in zip(tokens.tolist(), labels.tolist()):
+        groups[tuple(row)][label] += 1
+    return sum(max(c.values()) for c in groups.values()) / len(labels)
+
+
+def _grouped_by_set(tokens, labels):
+    groups = defaultdict(Counter)
+    for row, label in zip(tokens.tolist(), labels.tolist()):
+        groups[frozenset(row)][label] += 1
+    return sum(max(c.values()) for c in groups.values()) / len(labels)
+
+
+def _overall_majority(tokens, labels):
+    return max(Counter(labels.tolist()).values()) / len(labels)
+
+
+def _unweighted_group_mean(tokens, labels):
+    groups = defaultdict(Counter)
+    for row, label in zip(tokens.tolist(), labels.tolist()):
+        groups[tuple(sorted(row))][label] += 1
+    return sum(max(c.values()) / sum(c.values()) for c in groups.values()) / len(groups)
+
+
+def _count_not_fraction(tokens, labels):
+    return _best_invariant_accuracy_solution(tokens, labels) * len(labels)
+
+
+def _as_number(result, what: str) -> float:
+    if isinstance(result, torch.Tensor) and result.numel() == 1:
+        result = result.item()
+    if isinstance(result, bool) or not isinstance(result, numbers.Real) or not math.isfinite(float(result)):
+        raise ExerciseFailure(f"{what} should be a number (a float), but your function returned {result!r}")
+    return float(result)
+
+
+_ACCURACY_MISTAKES = {
+    "you grouped identical SEQUENCES; a model without positions cannot tell apart the same tokens in another order, "
+    "so group by the multiset of tokens (for example the sorted tuple of the row)": _grouped_by_sequence,
+    "repeated tokens count: 'a a b' and 'a b b' are different bags although they have the same set of tokens; "
+    "group by the sorted tuple, not by a set": _grouped_by_set,
+    "that is the accuracy of always predicting the most common label; a model without positions still sees WHICH "
+    "tokens occur, so take the majority label within each bag of tokens": _overall_majority,
+    "weight each bag by the number of its sequences: count the sequences the majority label gets right in every bag, "
+    "then divide by the number of sequences": _unweighted_group_mean,
+    "return a fraction between 0 and 1, not the number of sequences a model gets right": _count_not_fraction,
+}
+
+
+def _labelled_set(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Short sequences over a few symbols, so bags repeat; labels depend on order, with noise."""
+    N = int(torch.randint(40, 81, (), generator=generator))
+    T = int(torch.randint(3, 5, (), generator=generator))
+    tokens = torch.randint(1, 5, (N, T), generator=generator)
+    labels = (tokens[:, 0] < tokens[:, -1]).long()
+    flip = torch.rand(N, generator=generator) < 0.2
+    labels = torch.where(flip, torch.randint(0, 3, (N,), generator=generator), labels)
+    return tokens, labels
+
+
+def _check_best_invariant_accuracy(answer) -> None:
+    generator = random_generator()
+    # Case 1: a random labelled set on which the answer and every known mistake give different numbers.
+    for _ in range(200):
+        tokens, labels = _labelled_set(generator)
+        expected = reference_best_invariant_accuracy(tokens, labels)
+        wrong = {hint: mistake(tokens, labels) for hint, mistake in _ACCURACY_MISTAKES.items()}
+        values = sorted([expected, *wrong.values()])
+        if all(later - earlier > 1e-6 for earlier, later in zip(values, values[1:])):
+            break
+    got = _as_number(call(answer, tokens.clone(), labels.clone()), "the accuracy")
+    diagnose(
+        torch.tensor([got], dtype=torch.float64),
+        torch.tensor([expected], dtype=torch.float64),
+        f"the best accuracy for {len(labels)} random sequences of {tokens.shape[1]} tokens",
+        known_mistakes={hint: torch.tensor([value], dtype=torch.float64) for hint, value in wrong.items()},
+        atol=1e-9,
+        rtol=0.0,
+    )
+    # Case 2: twins (the same tokens in two orders, opposite labels) leave exactly a coin flip.
+    rows = _distinct_tokens(10, 5, 9, generator)
+    twins = torch.cat([rows, rows.flip(1)])
+    twin_labels = torch.cat([torch.ones(10, dtype=torch.long), torch.zeros(10, dtype=torch.long)])
+    got = _as_number(call(answer, twins, twin_labels), "the accuracy")
+    if abs(got - 0.5) > 1e-9:
+        raise ExerciseFailure(
+            f"for 10 sequences and their reversals with opposite labels the answer is 0.5 (each bag holds one of each "
+            f"label), but your function returned {got:.4g}"
+        )
+    # Case 3: labels that depend only on the bag (the parity of the sum) lose nothing.
+    tokens = torch.randint(1, 6, (30, 4), generator=generator)
+    got = _as_number(call(answer, tokens, tokens.sum(dim=1) % 2), "the accuracy")
+    if abs(got - 1.0) > 1e-9:
+        raise ExerciseFailure(
+            f"when the label depends only on which tokens occur (here the parity of their sum) nothing is lost and "
+            f"the answer is 1.0, but your function returned {got:.4g}"
+        )
+
+
+register(
+    "5.4",
+    "What is lost without order",
+    _check_best_invariant_accuracy,
+    solution=_best_invariant_accuracy_solution,
+    mistakes=[
+        Mistake("grouped by sequence", _grouped_by_sequence, "you grouped identical SEQUENCES"),
+        Mistake("grouped by set", _grouped_by_set, "repeated tokens count"),
+        Mistake("overall majority", _overall_majority, "always predicting the most common label"),
+        Mistake("unweighted mean over bags", _unweighted_group_mean, "weight each bag by the number of its sequences"),
+        Mistake("count instead of fraction", _count_not_fraction, "return a fraction between 0 and 1"),
+    ],
+)
