@@ -1,0 +1,270 @@
+"""Chapter 3 helpers: the figures of "Soft, hard and sparse attention".
+
+None of this is the lesson (the chapter computes every number it plots in its own
+cells); it keeps those cells short:
+
+* :func:`format_vector` prints a vector with a fixed number of decimals (from chapter 1), and
+  :func:`format_weights` a weight vector whose exact zeros print as ``0``;
+* :func:`plot_weight_bars` draws several weight vectors over the same keys side by side,
+  each bar labelled with its weight (an exact zero as ``0``), each panel with its norms;
+* :func:`plot_threshold` draws sparsemax as scores cut by a threshold theta;
+* :func:`plot_beta_sweep` draws the entropy and the number of non-zero weights against
+  the inverse temperature beta;
+* :func:`plot_weight_against_score` draws one key's weight, and its slope, as its own
+  score varies: the picture of why hard attention has no useful gradient;
+* :func:`plot_losses` draws training-loss curves, one per way of computing the weights.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+from .chapter01_helpers import format_vector
+from .plotting import ATTENTION_CMAP, to_numpy
+
+__all__ = [
+    "format_vector",
+    "format_weight",
+    "format_weights",
+    "plot_weight_bars",
+    "plot_threshold",
+    "plot_beta_sweep",
+    "plot_weight_against_score",
+    "plot_losses",
+]
+
+# One colour per way of turning scores into weights, used by every line plot of the chapter
+# (colour-blind-safe choices from matplotlib's "tab10"; the bar charts use ATTENTION_CMAP).
+METHOD_COLOURS = {"softmax": "#1f77b4", "sparsemax": "#ff7f0e", "hardmax": "#2ca02c", "top-k": "#9467bd"}
+METHOD_STYLES = {"softmax": "-", "sparsemax": "--", "hardmax": ":", "top-k": "-."}
+
+
+def _colour(name: str) -> str:
+    return METHOD_COLOURS.get(name.split("(")[0].strip().split()[0], "#555555")
+
+
+def _style(name: str) -> str:
+    return METHOD_STYLES.get(name.split("(")[0].strip().split()[0], "-")
+
+
+def format_weight(weight: float, digits: int = 2) -> str:
+    """``0`` for a weight that is exactly zero, else the weight with ``digits`` decimals.
+
+    Sparsemax and hardmax give exact zeros, softmax only tiny positive weights; writing them
+    differently (``0`` versus ``0.00``) keeps that difference visible in tables and figures.
+    """
+    weight = float(weight)
+    return "0" if weight == 0.0 else f"{weight:.{digits}f}"
+
+
+def format_weights(weights, digits: int = 2) -> str:
+    """``[   0, 0.70, 0.30,    0,    0]``: a weight vector with exact zeros printed as ``0``.
+
+    A weight that is merely tiny prints as ``0.00``, so an exact zero (sparsemax, hardmax,
+    top-k) and a small positive weight (softmax) look different. Entries are padded to one
+    width so that rows printed one under another line up. Float64 weights are not rounded to
+    float32 first (a weight of 1e-74 is not zero).
+    """
+    if isinstance(weights, torch.Tensor):
+        weights = weights.detach().double().cpu().numpy()
+    numbers = np.asarray(weights, dtype=float).reshape(-1)
+    return "[" + ", ".join(format_weight(weight, digits).rjust(digits + 2) for weight in numbers) + "]"
+
+
+def plot_weight_bars(
+    weights: Mapping[str, object],
+    labels: Sequence[str],
+    title: str | None = None,
+    panel_width: float = 2.9,
+):
+    """One bar chart per weight vector, side by side, over the same keys. Returns the figure.
+
+    Args:
+        weights: panel title -> a weight vector of shape (n,) (tensor, array or list).
+        labels: the n key labels (tokens), written under the bars of every panel.
+        title: a title over all panels.
+        panel_width: width of one panel in inches.
+
+    Each bar is coloured by its weight with the book's attention colour map and labelled with
+    its value (``0`` when exactly zero); each panel's title gives the L0 "norm" (how many
+    weights are non-zero) and the L1 norm (their sum).
+    """
+    rows = {name: to_numpy(vector).reshape(-1) for name, vector in weights.items()}
+    if not rows:
+        raise ValueError("weights is empty; give at least one weight vector")
+    labels = [str(label) for label in labels]
+    for name, row in rows.items():
+        if len(row) != len(labels):
+            raise ValueError(f"the weights {name!r} have {len(row)} entries but {len(labels)} labels were given")
+    colour_map = matplotlib.colormaps[ATTENTION_CMAP]
+    figure, axes = plt.subplots(
+        1, len(rows), figsize=(panel_width * len(rows), 2.9), sharey=True, layout="constrained", squeeze=False
+    )
+    positions = np.arange(len(labels))
+    for ax, (name, row) in zip(axes[0], rows.items()):
+        ax.bar(positions, row, color=colour_map(row), edgecolor="black", linewidth=0.7)
+        for position, weight in zip(positions, row):
+            ax.text(position, weight + 0.02, format_weight(weight), ha="center", va="bottom", fontsize=8)
+        l0 = int((row != 0).sum())
+        l1 = float(np.abs(row).sum())
+        ax.set_title(f"{name}\n$L_0$ = {l0},  $L_1$ = {l1:.2f}", fontsize=10)
+        ax.set_xticks(positions, labels, rotation=45 if max(map(len, labels)) > 4 else 0, fontsize=9)
+        ax.set_xlabel("keys")
+        ax.set_ylim(0, 1.15)
+    axes[0, 0].set_ylabel("attention weight")
+    if title:
+        figure.suptitle(title)
+    return figure
+
+
+def plot_threshold(scores, threshold: float, labels: Sequence[str], title: str | None = None, ax=None):
+    """Sparsemax as a picture: the scores as bars, the threshold theta as a line; the part of each
+    bar above the line is that key's weight, and keys whose score is below the line get 0.
+
+    Args:
+        scores: (n,) scores.
+        threshold: theta, so that the parts above it sum to 1.
+        labels: n key labels.
+        title: the axes title.
+        ax: axes to draw into (a new figure if None). Returns the axes.
+    """
+    scores = to_numpy(scores).reshape(-1)
+    labels = [str(label) for label in labels]
+    if len(labels) != len(scores):
+        raise ValueError(f"{len(scores)} scores but {len(labels)} labels were given")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.6, 3.0), layout="constrained")
+    positions = np.arange(len(scores))
+    above = np.clip(scores - threshold, 0.0, None)
+    colour_map = matplotlib.colormaps[ATTENTION_CMAP]
+    ax.bar(positions, scores, color="#dddddd", edgecolor="black", linewidth=0.7, label="score $s_j$")
+    ax.bar(positions, above, bottom=threshold, color=colour_map(0.75),
+           edgecolor="black", linewidth=0.7, label=r"weight $p_j = \max(s_j - \theta, 0)$")
+    ax.axhline(threshold, color="#d62728", linewidth=1.4)
+    ax.text(-0.45, threshold + 0.03, rf"$\theta$ = {threshold:.2f}", color="#d62728", va="bottom", ha="left")
+    for position, score, weight in zip(positions, scores, above):
+        top = score if weight > 0 else max(score, 0.0)  # just above the bar (or above 0 for a negative score)
+        ax.text(position, top + 0.05, f"p = {format_weight(weight)}", ha="center", va="bottom", fontsize=8)
+    ax.axhline(0.0, color="black", linewidth=0.6)
+    ax.set_xticks(positions, labels)
+    ax.set_xlabel("keys")
+    ax.set_ylabel("score")
+    ax.set_ylim(min(0.0, scores.min()) - 0.3, max(scores.max(), threshold) + 0.5)
+    ax.legend(fontsize=8, loc="upper right")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+def plot_beta_sweep(
+    betas,
+    entropies: Mapping[str, object],
+    nonzero: Mapping[str, object],
+    num_keys: int,
+    marks: Sequence[float] = (),
+    title: str | None = None,
+):
+    """Entropy (left) and number of non-zero weights (right) against beta on a log axis.
+
+    Args:
+        betas: (m,) inverse temperatures, increasing.
+        entropies: method name -> (m,) entropy in nats at each beta.
+        nonzero: method name -> (m,) number of non-zero weights at each beta.
+        num_keys: n, for the reference lines ln n (uniform) and n (every key).
+        marks: betas to mark with thin vertical lines (e.g. those of a table above).
+        title: a title over both panels.
+    """
+    betas = to_numpy(betas).reshape(-1)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.3), layout="constrained")
+    for name, values in entropies.items():
+        left.plot(betas, to_numpy(values), _style(name), color=_colour(name), label=name, linewidth=1.8)
+    left.axhline(math.log(num_keys), color="grey", linewidth=0.8)
+    left.text(betas[0], math.log(num_keys), f" uniform: ln {num_keys} = {math.log(num_keys):.2f}", va="bottom", fontsize=8)
+    left.axhline(0.0, color="grey", linewidth=0.8)
+    left.set_ylabel("entropy of the weights (nats)")
+    left.set_title("Entropy: spread of the weights", fontsize=10)
+    for name, values in nonzero.items():
+        right.step(betas, to_numpy(values), _style(name), where="post", color=_colour(name), label=name, linewidth=1.8)
+    right.set_ylim(0, num_keys + 0.6)
+    right.set_yticks(range(0, num_keys + 1))
+    right.set_ylabel("non-zero weights ($L_0$)")
+    right.set_title("How many keys get any weight", fontsize=10)
+    for ax in (left, right):
+        ax.set_xscale("log")
+        ax.set_xlabel(r"inverse temperature $\beta$ (log scale)")
+        for mark in marks:
+            ax.axvline(mark, color="grey", linewidth=0.5, linestyle=":")
+        ax.legend(fontsize=8, loc="best")
+    if title:
+        figure.suptitle(title)
+    return figure
+
+
+def plot_weight_against_score(
+    grid,
+    weights: Mapping[str, object],
+    slopes: Mapping[str, object],
+    key_label: str,
+    jumps: Mapping[str, float] | None = None,
+    title: str | None = None,
+):
+    """One key's weight (left) and its slope d weight / d score (right) as its score varies.
+
+    Args:
+        grid: (m,) values of the key's score.
+        weights: method name -> (m,) weight of the key at each score.
+        slopes: method name -> (m,) derivative of that weight with respect to the score.
+        key_label: the key's name, for the axis labels.
+        jumps: method name -> score where its weight jumps (drawn as a dashed vertical line on
+            the slope panel: the derivative is undefined there).
+        title: a title over both panels.
+    """
+    grid = to_numpy(grid).reshape(-1)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.3), layout="constrained")
+    for name, values in weights.items():
+        left.plot(grid, to_numpy(values), _style(name), color=_colour(name), label=name, linewidth=1.8)
+    for name, values in slopes.items():
+        right.plot(grid, to_numpy(values), _style(name), color=_colour(name), label=name, linewidth=1.8)
+    for name, where in (jumps or {}).items():
+        right.axvline(where, color=_colour(name), linestyle="--", linewidth=0.8)
+        right.annotate(f"{name}: a jump,\nno derivative", (where, 0.72), xytext=(4, 0), textcoords="offset points",
+                       fontsize=8, color=_colour(name), ha="left", va="center", xycoords=("data", "axes fraction"))
+    left.set_ylabel(f"weight of '{key_label}'")
+    left.set_ylim(-0.05, 1.05)
+    left.set_title("The weight as the score moves", fontsize=10)
+    right.set_ylabel(f"d weight / d score of '{key_label}'")
+    right.set_title("Its slope: what gradient descent sees", fontsize=10)
+    for ax in (left, right):
+        ax.set_xlabel(f"score of '{key_label}' (other scores fixed)")
+        ax.legend(fontsize=8, loc="upper left")
+    if title:
+        figure.suptitle(title)
+    return figure
+
+
+def plot_losses(runs: Mapping[str, Mapping[str, Sequence[float]]], title: str | None = None):
+    """Training-loss curves: one panel per run (e.g. a starting point), one line per method.
+
+    Args:
+        runs: panel title -> (method name -> loss at every step).
+        title: a title over all panels.
+    """
+    figure, axes = plt.subplots(1, len(runs), figsize=(4.8 * len(runs), 3.1), sharey=True, layout="constrained",
+                                squeeze=False)
+    for ax, (panel, curves) in zip(axes[0], runs.items()):
+        for name, losses in curves.items():
+            ax.plot(np.arange(len(losses)), np.asarray(losses, dtype=float), _style(name), color=_colour(name),
+                    label=name, linewidth=1.8)
+        ax.set_title(panel, fontsize=10)
+        ax.set_xlabel("gradient-descent step")
+        ax.legend(fontsize=8)
+    axes[0, 0].set_ylabel("loss (squared error)")
+    if title:
+        figure.suptitle(title)
+    return figure
