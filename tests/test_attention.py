@@ -2,7 +2,6 @@
 
 import math
 
-import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings

@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 import yaml

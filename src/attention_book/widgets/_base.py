@@ -20,16 +20,20 @@ import base64
 import html
 import io
 import statistics
+import struct
 import time
+import zlib
 from typing import Any
 
 import ipywidgets as widgets
+import numpy as np
 import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ..device import available_devices, default_device
 
-__all__ = ["AttentionWidget", "WidgetInputError"]
+__all__ = ["AttentionWidget", "WidgetInputError", "png_bytes"]
 
 
 class WidgetInputError(ValueError):
@@ -112,10 +116,33 @@ class AttentionWidget:
         self.timings_ms.append(elapsed)
         self.status.value = f"<small>updated in {elapsed:.0f} ms on {self.device.type}</small>"
 
+    def cache_background(self, figure: Figure, dynamic: list, freeze_layout: bool = True) -> None:
+        """Draw ``figure`` once without the ``dynamic`` artists and keep its pixels.
+
+        Afterwards :meth:`png` only restores those pixels and draws the dynamic artists on
+        top (blitting), which keeps an update well under 50 ms. ``freeze_layout`` turns the
+        layout engine off after the first draw, so the cached background stays aligned.
+        """
+        self._dynamic = list(dynamic)
+        for artist in self._dynamic:
+            artist.set_animated(True)  # left out of full draws; png() draws them on the background
+        self._canvas = FigureCanvasAgg(figure)
+        self._canvas.draw()
+        if freeze_layout:
+            figure.set_layout_engine("none")
+        self._background = self._canvas.copy_from_bbox(figure.bbox)
+
     def png(self) -> bytes:
-        buffer = io.BytesIO()
-        self.figure.savefig(buffer, format="png", dpi=self.dpi)
-        return buffer.getvalue()
+        """The current figure as PNG: blitted onto the cached background when there is one."""
+        if getattr(self, "_background", None) is None:
+            buffer = io.BytesIO()
+            self.figure.savefig(buffer, format="png", dpi=self.dpi)
+            return buffer.getvalue()
+        canvas = self._canvas
+        canvas.restore_region(self._background)
+        for artist in self._dynamic:
+            artist.axes.draw_artist(artist)
+        return png_bytes(np.asarray(canvas.buffer_rgba()))
 
     def median_update_ms(self) -> float:
         return statistics.median(self.timings_ms) if self.timings_ms else float("nan")
@@ -128,3 +155,24 @@ class AttentionWidget:
         data["image/png"] = base64.b64encode(self.png()).decode("ascii")
         data["text/plain"] = f"<{type(self).__name__}: open this chapter in Jupyter or Colab to interact>"
         return data
+
+
+def png_bytes(rgba: np.ndarray) -> bytes:
+    """Encode an (height, width, 4) uint8 RGBA image as PNG, quickly.
+
+    Pillow tries five row filters on every row and keeps the best, which takes most of the
+    time of an update; here every row is stored unfiltered and deflated at level 1 (fast), so
+    encoding takes about half as long for a slightly larger file. Any PNG reader reads it.
+    """
+    height, width, channels = rgba.shape
+    if channels != 4 or rgba.dtype != np.uint8:
+        raise ValueError(f"expected an (height, width, 4) uint8 RGBA image, got shape {rgba.shape} and dtype {rgba.dtype}")
+    rows = np.empty((height, width * 4 + 1), dtype=np.uint8)
+    rows[:, 0] = 0  # filter type 0 ("none") at the start of every row
+    rows[:, 1:] = rgba.reshape(height, width * 4)
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8 bits per channel, colour type 6 (RGBA)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"IEND", b"")

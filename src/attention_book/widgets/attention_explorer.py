@@ -16,7 +16,6 @@ output vector.
 
 from __future__ import annotations
 
-import io
 import math
 import zlib
 from collections.abc import Sequence
@@ -25,8 +24,6 @@ import ipywidgets as widgets
 import matplotlib
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from PIL import Image
 
 from ..attention import attention_scores, causal_mask, scaled_dot_product_attention
 from ..plotting import ATTENTION_CMAP
@@ -288,13 +285,7 @@ class AttentionExplorer(AttentionWidget):
         # The output sits on the line after a blank one below the rows: the same anchor, T + 1 newlines.
         self.output_text = table.text(0.0, 0.93, "", ha="left", weight="bold", **style)
         self._output_prefix = "\n" * (T + 1)
-        self._dynamic = [*self.bars, *self.score_texts, self.heading, self.row_image, self.weight_text, self.output_text]
-        for artist in self._dynamic:
-            artist.set_animated(True)  # drawn on top of the cached background by png()
-        self._canvas = FigureCanvasAgg(figure)
-        self._canvas.draw()
-        figure.set_layout_engine("none")
-        self._background = self._canvas.copy_from_bbox(figure.bbox)
+        self.cache_background(figure, [*self.bars, *self.score_texts, self.heading, self.row_image, self.weight_text, self.output_text])
         self._built_for = tuple(tokens)
 
     def draw(self, state: dict) -> None:
@@ -317,13 +308,3 @@ class AttentionExplorer(AttentionWidget):
         mode = " · causal" if state["causal"] else ""
         self.heading.set_text(f"query '{state['query_token']}' · τ={state['temperature']:.2f} · {scale}{mode}")
         self.output_text.set_text(self._output_prefix + "h = " + _vector(state["output"]))
-
-    def png(self) -> bytes:
-        """The figure as PNG: the cached background plus the changing artists (blitting, fast)."""
-        canvas = self._canvas
-        canvas.restore_region(self._background)
-        for artist in self._dynamic:
-            artist.axes.draw_artist(artist)
-        buffer = io.BytesIO()
-        Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
