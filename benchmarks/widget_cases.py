@@ -29,9 +29,8 @@ def _cycle_control(widget, i: int) -> None:
             slider.value = slider.min + ((i * 7 % 10 + 1) / 11 * span) // step * step
         return
     dropdowns = [c for c in controls if isinstance(c, (widgets.Dropdown, widgets.ToggleButtons, widgets.RadioButtons))]
-    choices = list(dropdowns[0].options)
-    value = choices[(choices.index(dropdowns[0].value) + 1) % len(choices)] if choices else None
-    dropdowns[0].value = value[1] if isinstance(value, tuple) else value
+    values = [c[1] if isinstance(c, tuple) else c for c in dropdowns[0].options]  # options may be (label, value)
+    dropdowns[0].value = values[(values.index(dropdowns[0].value) + 1) % len(values)]
 
 
 def _words_encoder():

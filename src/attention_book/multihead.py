@@ -4,6 +4,18 @@
 subspace; their outputs are concatenated and mixed by an output projection.
 Parameter and module names follow ``torch.nn.MultiheadAttention`` so that
 :meth:`MultiHeadAttention.from_torch` is a plain copy of weights.
+
+The shapes, step by step (``d_head = d_model / h`` for the usual "narrow" heads)::
+
+    x                         (batch, T, d_model)
+    q = q_proj(x)             (batch, T, h * d_head)
+    split_heads(q, h)         (batch, h, T, d_head)     view as (batch, T, h, d_head), then swap T and h
+    attend, head by head      (batch, h, T, T) weights, (batch, h, T, d_head) outputs
+    merge_heads(...)          (batch, T, h * d_head)    swap back, then concatenate the heads
+    out_proj(...)             (batch, T, d_model)
+
+"Wide" heads (``d_head=d_model``, each head as large as the model) are an option of
+:class:`MultiHeadAttention`; they cost ``h`` times the parameters.
 """
 
 from __future__ import annotations
@@ -19,17 +31,26 @@ __all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
-    """(batch, T, d_model) -> (batch, heads, T, d_model / heads)."""
+    """(batch, T, d_model) -> (batch, heads, T, d_model / heads).
+
+    Head i gets the features ``i * d_head`` to ``(i + 1) * d_head - 1`` of every token: a
+    contiguous block, so that head i of ``split_heads(x @ W)`` is ``x`` times the columns
+    of ``W`` in that block.
+    """
+    require_tensor(x, "x")
     require_exact_rank(x, "x", 3, "(batch, T, d_model)")
+    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
+        raise ValueError(f"num_heads must be a positive integer, but {num_heads!r} was given")
     batch, T, d_model = x.shape
     if d_model % num_heads:
         raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
-    x = x.view(batch, T, num_heads, d_model // num_heads)  # (batch, T, heads, d_head)
+    x = x.reshape(batch, T, num_heads, d_model // num_heads)  # (batch, T, heads, d_head)
     return x.transpose(1, 2)  # (batch, heads, T, d_head)
 
 
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(batch, heads, T, d_head) -> (batch, T, heads * d_head): the inverse of split_heads."""
+    require_tensor(x, "x")
     require_exact_rank(x, "x", 4, "(batch, heads, T, d_head)")
     batch, heads, T, d_head = x.shape
     x = x.transpose(1, 2)  # (batch, T, heads, d_head)
@@ -41,9 +62,12 @@ class MultiHeadAttention(nn.Module):
 
     Args:
         d_model: features per token, in and out.
-        num_heads: number of heads; must divide ``d_model``.
+        num_heads: number of heads; must divide ``d_model`` (unless ``d_head`` is given).
         bias: whether the four projections have biases.
         dropout: dropout on the attention weights during training.
+        d_head: features per head. The default ``d_model / num_heads`` gives the usual
+            "narrow" heads, whose projections together are as large as one full-width head;
+            ``d_head=d_model`` gives "wide" heads, ``num_heads`` times as many parameters.
 
     ``forward(query, key, value, mask=None, need_weights=True)`` takes tensors of shape
     (batch, T_q, d_model), (batch, T_k, d_model), (batch, T_k, d_model) and a boolean
@@ -56,13 +80,15 @@ class MultiHeadAttention(nn.Module):
     The weights of the last forward pass are kept in ``last_weights``.
     """
 
-    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0):
+    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, d_head: int | None = None):
         super().__init__()
-        if not isinstance(d_model, int) or d_model < 1:
+        if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
             raise ValueError(f"d_model must be a positive integer, but {d_model!r} was given")
-        if not isinstance(num_heads, int) or num_heads < 1:
+        if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
             raise ValueError(f"num_heads must be a positive integer, but {num_heads!r} was given")
-        if d_model % num_heads:
+        if d_head is not None and (isinstance(d_head, bool) or not isinstance(d_head, int) or d_head < 1):
+            raise ValueError(f"d_head must be a positive integer or None, but {d_head!r} was given")
+        if d_head is None and d_model % num_heads:
             raise ValueError(
                 f"d_model={d_model} is not divisible by num_heads={num_heads}: each head gets "
                 f"d_model / num_heads features, so choose e.g. num_heads in "
@@ -72,12 +98,13 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(f"dropout must lie in [0, 1), but {dropout!r} was given")
         self.d_model = d_model
         self.num_heads = num_heads
-        self.d_head = d_model // num_heads
+        self.d_head = d_model // num_heads if d_head is None else d_head
         self.dropout = dropout
-        self.q_proj = nn.Linear(d_model, d_model, bias=bias)  # W_Q for all heads at once
-        self.k_proj = nn.Linear(d_model, d_model, bias=bias)  # W_K
-        self.v_proj = nn.Linear(d_model, d_model, bias=bias)  # W_V
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W_O
+        inner = num_heads * self.d_head  # all heads side by side: d_model for narrow heads
+        self.q_proj = nn.Linear(d_model, inner, bias=bias)  # W_Q of all heads at once, (d_model -> h * d_head)
+        self.k_proj = nn.Linear(d_model, inner, bias=bias)  # W_K
+        self.v_proj = nn.Linear(d_model, inner, bias=bias)  # W_V
+        self.out_proj = nn.Linear(inner, d_model, bias=bias)  # W_O, (h * d_head -> d_model)
         self.last_weights: torch.Tensor | None = None
 
     def _check_inputs(self, query, key, value, mask):
