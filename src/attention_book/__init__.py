@@ -50,6 +50,7 @@ from .transformer import (
     EncoderDecoder,
     EncoderLayer,
     FeedForward,
+    LanguageModel,
     greedy_decode,
 )
 
@@ -88,6 +89,7 @@ __all__ = [
     "Decoder",
     "EncoderDecoder",
     "EncoderClassifier",
+    "LanguageModel",
     "greedy_decode",
     # tasks and training
     "PAD",

@@ -53,6 +53,7 @@ class History:
     valid_metric: list[float] = field(default_factory=list)
     seconds: float = 0.0
     steps: int = 0
+    learning_rate: list[float] = field(default_factory=list)
 
     def plot(self, ax=None, title: str = "Training"):
         """Loss per step (left axis) and validation metric per epoch (right axis, if any)."""
@@ -100,16 +101,28 @@ def fit(
     weight_decay: float = 0.0,
     clip_norm: float | None = 1.0,
     description: str = "training",
+    schedule: str | None = None,
+    warmup_fraction: float = 0.1,
 ) -> History:
     """Train ``model`` with Adam; returns a :class:`History`.
 
     Stops after ``epochs`` epochs, after ``max_steps`` steps, or as soon as the
     validation metric reaches ``target`` (checked after each epoch).
+
+    ``schedule=None`` keeps the learning rate at ``lr``. ``schedule="linear"`` warms it up
+    from 0 to ``lr`` over the first ``warmup_fraction`` of the planned steps (``epochs``
+    times the batches per epoch, or ``max_steps`` if fewer), then lowers it linearly to 0
+    at the last planned step, the recipe of the original Transformer in simpler form. The
+    rate of every step is kept in ``History.learning_rate``.
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1, but {epochs!r} was given")
     if (target is not None or valid_loader is not None) and (valid_loader is None or metric_fn is None):
         raise ValueError("a validation target needs both valid_loader and metric_fn")
+    if schedule not in (None, "linear"):
+        raise ValueError(f"schedule must be None or 'linear', but {schedule!r} was given")
+    if not 0.0 <= warmup_fraction < 1.0:
+        raise ValueError(f"warmup_fraction must lie in [0, 1), but {warmup_fraction!r} was given")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
@@ -118,12 +131,19 @@ def fit(
     total = epochs * len(train_loader) if hasattr(train_loader, "__len__") else None
     if max_steps is not None and total is not None:
         total = min(total, max_steps)
+    planned = total if total is not None else max_steps
+    if schedule is not None and not planned:
+        raise ValueError("a learning-rate schedule needs to know the number of steps: give max_steps or a loader with a length")
+    rate = _schedule(schedule, planned or 0, warmup_fraction)
     bar = tqdm(total=total, desc=description, disable=not progress, leave=True)
     done = False
     for epoch in range(epochs):
         model.train()
         for batch in train_loader:
             batch = move_batch(batch, device)
+            for group in optimizer.param_groups:
+                group["lr"] = lr * rate(history.steps)
+            history.learning_rate.append(optimizer.param_groups[0]["lr"])
             loss = loss_fn(model, batch)
             optimizer.zero_grad()
             loss.backward()
@@ -150,6 +170,20 @@ def fit(
     model.eval()
     history.seconds = time.perf_counter() - start
     return history
+
+
+def _schedule(name: str | None, planned: int, warmup_fraction: float) -> Callable[[int], float]:
+    """The factor (0 to 1) by which ``lr`` is multiplied at a step (counted from 0)."""
+    if name is None:
+        return lambda step: 1.0
+    warmup = max(1, round(warmup_fraction * planned)) if warmup_fraction > 0 else 0
+
+    def linear(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return max(0.0, (planned - step) / max(1, planned - warmup))
+
+    return linear
 
 
 @torch.no_grad()

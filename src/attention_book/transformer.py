@@ -27,6 +27,7 @@ __all__ = [
     "Decoder",
     "EncoderDecoder",
     "EncoderClassifier",
+    "LanguageModel",
     "greedy_decode",
 ]
 
@@ -501,6 +502,84 @@ class EncoderClassifier(nn.Module):
             weights = padding_mask.to(hidden.dtype)[..., None]  # (batch, T, 1)
             pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1)  # (batch, d_model)
         return self.head(pooled)  # (batch, num_classes)
+
+
+class LanguageModel(nn.Module):
+    """A decoder-only (GPT-style) model: a causal stack of layers and a linear output layer.
+
+    There is no encoder to attend to, so each layer is self-attention and feed-forward
+    only: the :class:`Encoder` stack with ``causal=True`` (position t attends to positions
+    <= t). ``forward(tokens, padding_mask=None)``: tokens (batch, T) -> logits
+    (batch, T, vocab_size); row t scores the token that comes after position t. Pre-norm
+    by default, as in GPT-2 (which learns its positions; ``positional="learned"``).
+
+    ``causal=False`` removes the mask. Position t can then read token t + 1, the very
+    token it is trained to predict: the training loss becomes tiny while generation,
+    where token t + 1 does not exist yet, fails (chapter 6 shows this).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 64,
+        num_heads: int = 4,
+        d_ff: int = 128,
+        num_layers: int = 2,
+        max_len: int = 128,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        positional: str | None = "sinusoidal",
+        causal: bool = True,
+    ):
+        super().__init__()
+        self.vocab_size, self.max_len, self.causal = vocab_size, max_len, causal
+        self.stack = Encoder(
+            vocab_size, d_model, num_heads, d_ff, num_layers, max_len, dropout, norm_first, positional, causal=causal
+        )
+        self.output = nn.Linear(d_model, vocab_size)
+
+    def forward(self, tokens: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.output(self.stack(tokens, padding_mask))  # (batch, T, vocab_size)
+
+    def attention_weights(self) -> list[torch.Tensor | None]:
+        return self.stack.attention_weights()
+
+    @torch.no_grad()
+    def generate(
+        self,
+        prompt: torch.Tensor,
+        num_tokens: int,
+        temperature: float = 1.0,
+        greedy: bool = False,
+        generator: torch.Generator | None = None,
+    ) -> torch.Tensor:
+        """Extend ``prompt`` (batch, T_0) by ``num_tokens`` tokens, one at a time.
+
+        Each new token is drawn from softmax(logits / temperature) of the last position
+        (or is the argmax with ``greedy=True``); it is appended and fed back in. Only the
+        last ``max_len`` tokens are read. Returns (batch, T_0 + num_tokens).
+        """
+        require_tensor(prompt, "prompt")
+        require_exact_rank(prompt, "prompt", 2, "(batch, T) of token ids")
+        if prompt.shape[1] < 1:
+            raise ValueError("the prompt needs at least one token")
+        if not isinstance(num_tokens, int) or num_tokens < 0:
+            raise ValueError(f"num_tokens must be a non-negative integer, but {num_tokens!r} was given")
+        if not temperature > 0:
+            raise ValueError(f"temperature must be positive, but {temperature!r} was given")
+        was_training = self.training
+        self.eval()
+        tokens = prompt
+        for _ in range(num_tokens):
+            logits = self(tokens[:, -self.max_len :])[:, -1]  # (batch, vocab_size)
+            if greedy:
+                next_token = logits.argmax(dim=-1, keepdim=True)  # (batch, 1)
+            else:
+                probabilities = torch.softmax(logits / temperature, dim=-1)  # (batch, vocab_size)
+                next_token = torch.multinomial(probabilities, 1, generator=generator)  # (batch, 1)
+            tokens = torch.cat([tokens, next_token], dim=1)  # (batch, t + 1)
+        self.train(was_training)
+        return tokens
 
 
 @torch.no_grad()
