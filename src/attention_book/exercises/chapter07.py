@@ -1,0 +1,383 @@
+"""Exercises of chapter 7, "Transfer learning".
+
+7.1 Mean pooling with a padding mask: token vectors -> one sentence vector.
+7.2 A classification head on a (pretrained) encoder, that can be fine-tuned.
+7.3 (design) Pick the layer whose frozen features classify best, without fooling yourself.
+
+Each checker tests the answer on fresh random inputs against the reference
+(:func:`~attention_book.pretrained.mean_pool`, a small :class:`~attention_book.Encoder`,
+linear probes from :mod:`attention_book.chapter07_helpers`) and recognises typical
+wrong answers by what they compute. Nothing here loads the pretrained model: the
+checks run in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+from torch import nn
+
+from ..chapter07_helpers import probe_accuracy, train_linear_probe
+from ..pretrained import mean_pool as reference_mean_pool
+from ..transformer import Encoder
+from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register
+
+# ---------------------------------------------------------------------------------
+# 7.1 Mean pooling with a padding mask
+
+
+def _mean_pool_solution(hidden: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+    """Average of the real tokens' vectors: hidden (batch, T, d), padding_mask (batch, T) bool -> (batch, d)."""
+    weights = padding_mask.to(hidden.dtype).unsqueeze(-1)  # (batch, T, 1): 1 for real tokens, 0 for padding
+    total = (hidden * weights).sum(dim=1)  # (batch, d)
+    count = weights.sum(dim=1)  # (batch, 1): real tokens per sentence
+    return total / count
+
+
+def _pool_including_padding(hidden, padding_mask):
+    return hidden.mean(dim=1)
+
+
+def _pool_sum_without_dividing(hidden, padding_mask):
+    return (hidden * padding_mask[..., None].to(hidden.dtype)).sum(dim=1)
+
+
+def _pool_divided_by_T(hidden, padding_mask):
+    return (hidden * padding_mask[..., None].to(hidden.dtype)).sum(dim=1) / hidden.shape[1]
+
+
+def _pool_first_token(hidden, padding_mask):
+    return hidden[:, 0]
+
+
+def _pool_inverted_mask(hidden, padding_mask):
+    padding = (~padding_mask)[..., None].to(hidden.dtype)
+    return (hidden * padding).sum(dim=1) / padding.sum(dim=1).clamp_min(1)
+
+
+def _pool_divided_by_batch_count(hidden, padding_mask):
+    weights = padding_mask[..., None].to(hidden.dtype)
+    return (hidden * weights).sum(dim=1) / weights.sum()
+
+
+_POOLING_MISTAKES = {
+    "you averaged over every position, padding included; weight each position by the mask so only the real tokens count": _pool_including_padding,
+    "you added up the real tokens' vectors but did not divide by how many there are": _pool_sum_without_dividing,
+    "you divided by T (every position, padding included); divide each sentence by its own number of real tokens": _pool_divided_by_T,
+    "you took the first token's vector ([CLS] pooling); average the vectors of all real tokens instead": _pool_first_token,
+    "your mask is the wrong way round: True marks the REAL tokens, so you averaged the padding": _pool_inverted_mask,
+    "you divided by the number of real tokens in the whole batch; divide each sentence by its own count": _pool_divided_by_batch_count,
+}
+
+
+def _check_mean_pool(answer) -> None:
+    generator = random_generator()
+    for batch, T, d in ((5, 7, 6), (3, 4, 9)):
+        lengths = torch.randint(1, T, (batch,), generator=generator)
+        lengths[0] = T  # one sentence without padding
+        lengths[-1] = 1  # one sentence of a single token
+        padding_mask = torch.arange(T)[None, :] < lengths[:, None]  # (batch, T)
+        hidden = torch.randn(batch, T, d, generator=generator)
+        hidden = torch.where(padding_mask[..., None], hidden, hidden + 5.0)  # padding vectors: far from the rest
+        got = call(answer, hidden.clone(), padding_mask.clone())
+        what = f"the pooled vectors for hidden of shape ({batch}, {T}, {d}) and sentence lengths {lengths.tolist()}"
+        diagnose(
+            got,
+            reference_mean_pool(hidden, padding_mask),
+            what,
+            known_mistakes={hint: wrong(hidden, padding_mask) for hint, wrong in _POOLING_MISTAKES.items()},
+        )
+    # Without any padding, mean pooling is the plain average.
+    hidden = torch.randn(2, 5, 3, generator=generator)
+    diagnose(
+        call(answer, hidden, torch.ones(2, 5, dtype=torch.bool)),
+        hidden.mean(dim=1),
+        "the pooled vectors of two sentences without padding",
+    )
+
+
+register(
+    "7.1",
+    "Mean pooling with a padding mask",
+    _check_mean_pool,
+    solution=_mean_pool_solution,
+    mistakes=[
+        Mistake("averaged the padding too", _pool_including_padding, "padding included; weight each position by the mask"),
+        Mistake("forgot to divide", _pool_sum_without_dividing, "did not divide by how many there are"),
+        Mistake("divided by T", _pool_divided_by_T, "you divided by T"),
+        Mistake("first token", _pool_first_token, "[CLS] pooling"),
+        Mistake("inverted mask", _pool_inverted_mask, "mask is the wrong way round"),
+        Mistake("divided by the batch's count", _pool_divided_by_batch_count, "in the whole batch"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 7.2 A classification head on an encoder
+
+
+class _ClassifierSolution(nn.Module):
+    """An encoder, mean pooling over the real tokens, and a new linear layer: logits (batch, num_classes)."""
+
+    def __init__(self, encoder: nn.Module, d_model: int, num_classes: int):
+        super().__init__()
+        self.encoder = encoder  # pretrained: keep it, do not build a new one
+        self.head = nn.Linear(d_model, num_classes)  # new: learned on the labelled task
+
+    def forward(self, tokens: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self.encoder(tokens, padding_mask)  # (batch, T, d_model)
+        weights = padding_mask.to(hidden.dtype).unsqueeze(-1)  # (batch, T, 1)
+        pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1)  # (batch, d_model)
+        return self.head(pooled)  # (batch, num_classes): logits, no softmax
+
+
+class _ClassifierWithoutMaskInEncoder(_ClassifierSolution):
+    def forward(self, tokens, padding_mask):
+        hidden = self.encoder(tokens)  # real tokens also attend to the padding
+        return self.head(reference_mean_pool(hidden, padding_mask))
+
+
+class _ClassifierFirstToken(_ClassifierSolution):
+    def forward(self, tokens, padding_mask):
+        return self.head(self.encoder(tokens, padding_mask)[:, 0])
+
+
+class _ClassifierMeanWithPadding(_ClassifierSolution):
+    def forward(self, tokens, padding_mask):
+        return self.head(self.encoder(tokens, padding_mask).mean(dim=1))
+
+
+class _ClassifierReturningProbabilities(_ClassifierSolution):
+    def forward(self, tokens, padding_mask):
+        return super().forward(tokens, padding_mask).softmax(dim=-1)
+
+
+class _ClassifierWithFrozenEncoder(_ClassifierSolution):
+    def forward(self, tokens, padding_mask):
+        with torch.no_grad():
+            hidden = self.encoder(tokens, padding_mask)
+        return self.head(reference_mean_pool(hidden, padding_mask))
+
+
+class _ClassifierWithNewEncoder(_ClassifierSolution):
+    def __init__(self, encoder, d_model, num_classes):
+        super().__init__(encoder, d_model, num_classes)
+        vocab_size = encoder.embedding.vocab_size
+        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, max_len=encoder.embedding.max_len)
+
+
+def _find_head(model: nn.Module, encoder: nn.Module, d_model: int, num_classes: int) -> nn.Linear:
+    encoder_parameters = {id(p) for p in encoder.parameters()}
+    heads = [
+        module
+        for module in model.modules()
+        if isinstance(module, nn.Linear) and id(module.weight) not in encoder_parameters
+    ]
+    fitting = [m for m in heads if (m.in_features, m.out_features) == (d_model, num_classes)]
+    if len(fitting) != 1:
+        found = ", ".join(f"Linear({m.in_features}, {m.out_features})" for m in heads) or "none"
+        raise ExerciseFailure(
+            f"the model should add exactly one new nn.Linear(d_model={d_model}, num_classes={num_classes}) "
+            f"on top of the encoder; new linear layers found: {found}"
+        )
+    return fitting[0]
+
+
+def _check_classifier(answer) -> None:
+    generator = random_generator()
+    vocab_size, d_model, num_classes, T = 30, 16, int(torch.randint(2, 5, (), generator=generator)), 7
+    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (), generator=generator)))  # fork_rng in check() restores it
+    encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=32, num_layers=1, max_len=16).eval()
+    model = call(answer, encoder, d_model, num_classes)
+    if not isinstance(model, nn.Module):
+        raise ExerciseFailure(f"calling your class should build a torch.nn.Module, but it built a {type(model).__name__}")
+    model.eval()
+    encoder_parameters = {id(p) for p in encoder.parameters()}
+    if not encoder_parameters <= {id(p) for p in model.parameters()}:
+        raise ExerciseFailure(
+            "your model does not hold the encoder you gave it: use the encoder you are given (store it as an attribute, "
+            "e.g. self.encoder = encoder), do not build a new one; its pretrained weights are the point"
+        )
+    head = _find_head(model, encoder, d_model, num_classes)
+    with torch.no_grad():
+        head.weight.copy_(torch.randn(num_classes, d_model, generator=generator))
+        head.bias.copy_(torch.randn(num_classes, generator=generator))
+    tokens = torch.randint(1, vocab_size, (4, T), generator=generator)
+    lengths = torch.tensor([T, 5, 3, 1])
+    padding_mask = torch.arange(T)[None, :] < lengths[:, None]  # (4, T)
+    tokens = tokens.masked_fill(~padding_mask, 0)
+    with torch.no_grad():
+        hidden = encoder(tokens, padding_mask)  # (4, T, d_model)
+        expected = head(reference_mean_pool(hidden, padding_mask))  # (4, num_classes)
+        unmasked = encoder(tokens)
+        mistakes = {
+            "pass padding_mask to the encoder as well; without it the real tokens attend to the padding": head(
+                reference_mean_pool(unmasked, padding_mask)
+            ),
+            "you used the first token's vector; average the real tokens' vectors (mean pooling with the mask)": head(hidden[:, 0]),
+            "you averaged over the padding too; weight each position by the padding mask": head(hidden.mean(dim=1)),
+            "return the logits (raw scores), not probabilities: F.cross_entropy applies the softmax itself": expected.softmax(-1),
+        }
+    logits = call(model, tokens, padding_mask)
+    diagnose(logits, expected, f"the logits for 4 sentences of lengths {lengths.tolist()}", known_mistakes=mistakes)
+    # Fine-tuning needs gradients in the encoder as well as in the head.
+    model.zero_grad()
+    model.train()
+    call(model, tokens, padding_mask).sum().backward()
+    if head.weight.grad is None or head.weight.grad.abs().sum() == 0:
+        raise ExerciseFailure("the head gets no gradient: the logits must come from the head, nn.Linear(d_model, num_classes)")
+    grads = [p.grad for p in encoder.parameters()]
+    if all(g is None or g.abs().sum() == 0 for g in grads):
+        raise ExerciseFailure(
+            "the encoder gets no gradient, so fine-tuning could not change it: do not run it under torch.no_grad() "
+            "or detach its output; freezing is a choice made with requires_grad, outside the model"
+        )
+
+
+register(
+    "7.2",
+    "A classification head on an encoder",
+    _check_classifier,
+    solution=_ClassifierSolution,
+    mistakes=[
+        Mistake("no padding mask for the encoder", _ClassifierWithoutMaskInEncoder, "pass padding_mask to the encoder"),
+        Mistake("first-token pooling", _ClassifierFirstToken, "first token's vector"),
+        Mistake("averaged the padding", _ClassifierMeanWithPadding, "averaged over the padding"),
+        Mistake("returned probabilities", _ClassifierReturningProbabilities, "not probabilities"),
+        Mistake("encoder under no_grad", _ClassifierWithFrozenEncoder, "the encoder gets no gradient"),
+        Mistake("built a new encoder", _ClassifierWithNewEncoder, "use the encoder you are given"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 7.3 (design) Pick the layer whose frozen features classify best
+
+
+def _best_layer_solution(train_features, train_labels, valid_features, valid_labels) -> int:
+    """The layer whose linear probe, trained on the training features, is most accurate on the validation features."""
+    num_layers = train_features.shape[1]
+    accuracies = []
+    for layer in range(num_layers):
+        probe = train_linear_probe(train_features[:, layer], train_labels)  # fit on training data only
+        accuracies.append(probe_accuracy(probe, valid_features[:, layer], valid_labels))  # judge on held-out data
+    return max(range(num_layers), key=lambda layer: accuracies[layer])
+
+
+def _best_by_training_accuracy(train_features, train_labels, valid_features, valid_labels):
+    scores = [
+        probe_accuracy(train_linear_probe(train_features[:, i], train_labels), train_features[:, i], train_labels)
+        for i in range(train_features.shape[1])
+    ]
+    return max(range(len(scores)), key=lambda i: scores[i])
+
+
+def _always_last_layer(train_features, train_labels, valid_features, valid_labels):
+    return train_features.shape[1] - 1
+
+
+def _largest_features(train_features, train_labels, valid_features, valid_labels):
+    return int(train_features.norm(dim=-1).mean(dim=0).argmax())
+
+
+def _counted_from_one(train_features, train_labels, valid_features, valid_labels):
+    return _best_layer_solution(train_features, train_labels, valid_features, valid_labels) + 1
+
+
+def _worst_layer(train_features, train_labels, valid_features, valid_labels):
+    scores = [
+        probe_accuracy(train_linear_probe(train_features[:, i], train_labels), valid_features[:, i], valid_labels)
+        for i in range(train_features.shape[1])
+    ]
+    return min(range(len(scores)), key=lambda i: scores[i])
+
+
+def _layer_features(generator: torch.Generator, num_layers: int = 7, n_train: int = 240, n_valid: int = 240, d: int = 8):
+    """Synthetic per-layer features with known roles. Returns (train, train_labels, valid, valid_labels, roles).
+
+    best: a clear class signal (about 90% separable). trap: one feature equals the label on the
+    training set only (100% training accuracy, chance on validation). loud: huge features without
+    signal. flipped: the class signal reverses between training and validation (the worst layer).
+    every other layer, the last included: a weak signal (about 70%).
+    """
+    best = int(torch.randint(1, num_layers - 2, (), generator=generator))  # neither 0 nor one of the last two
+    others = [i for i in range(num_layers - 1) if i not in (best, best + 1)]
+    picked = torch.randperm(len(others), generator=generator)[:3].tolist()
+    trap, loud, flipped = (others[i] for i in picked)
+    train_labels = torch.arange(n_train) % 2
+    valid_labels = torch.arange(n_valid) % 2
+    train_labels = train_labels[torch.randperm(n_train, generator=generator)]
+    valid_labels = valid_labels[torch.randperm(n_valid, generator=generator)]
+
+    def signal(labels, strength, direction):
+        sign = (2 * labels - 1).float()[:, None]  # (n, 1): -1 or +1
+        return strength * sign * direction[None, :] + torch.randn(len(labels), d, generator=generator)
+
+    train = torch.zeros(n_train, num_layers, d)
+    valid = torch.zeros(n_valid, num_layers, d)
+    for layer in range(num_layers):
+        direction = torch.randn(d, generator=generator)
+        direction = direction / direction.norm()
+        if layer == best:
+            train[:, layer], valid[:, layer] = signal(train_labels, 1.4, direction), signal(valid_labels, 1.4, direction)
+        elif layer == flipped:
+            train[:, layer], valid[:, layer] = signal(train_labels, 1.0, direction), signal(valid_labels, -1.0, direction)
+        elif layer == trap:
+            train[:, layer] = torch.randn(n_train, d, generator=generator)
+            train[:, layer, 0] = 3.0 * (2 * train_labels - 1).float()  # a shortcut that only the training set has
+            valid[:, layer] = torch.randn(n_valid, d, generator=generator)
+        elif layer == loud:
+            train[:, layer] = 1000.0 * torch.randn(n_train, d, generator=generator)
+            valid[:, layer] = 1000.0 * torch.randn(n_valid, d, generator=generator)
+        else:
+            train[:, layer], valid[:, layer] = signal(train_labels, 0.5, direction), signal(valid_labels, 0.5, direction)
+    roles = {"best": best, "trap": trap, "loud": loud, "flipped": flipped}
+    return train, train_labels, valid, valid_labels, roles
+
+
+def _check_best_layer(answer) -> None:
+    generator = random_generator()
+    train, train_labels, valid, valid_labels, roles = _layer_features(generator)
+    num_layers = train.shape[1]
+    result = call(answer, train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
+    if isinstance(result, torch.Tensor) and result.numel() == 1:
+        result = result.item()
+    if isinstance(result, bool) or not isinstance(result, numbers.Integral) and not (
+        isinstance(result, float) and result.is_integer()
+    ):
+        raise ExerciseFailure(f"best_layer should return a layer number (an int from 0 to {num_layers - 1}), but returned {result!r:.60}")
+    chosen = int(result)
+    best = roles["best"]
+    if chosen == best:
+        return
+    hints = {
+        roles["trap"]: "you judged the layers by their accuracy on the TRAINING features; a layer can fit the training set "
+        "perfectly and still fail on new data. Train on the training features, compare on the validation features",
+        roles["loud"]: "you picked the layer with the largest features; size says nothing about how well they separate "
+        "the classes. Train a probe per layer and compare validation accuracies",
+        roles["flipped"]: "you returned the layer with the LOWEST validation accuracy; take the highest",
+        num_layers - 1: "the last layer is not always the best one; measure every layer",
+        best + 1: "your layer number is one too high: layer 0 is the embedding output, so count from 0 (range(num_layers))",
+    }
+    if 0 <= chosen < num_layers and chosen in hints:
+        raise ExerciseFailure(f"you chose layer {chosen}, but layer {best} classifies the validation features best: {hints[chosen]}")
+    if not 0 <= chosen < num_layers:
+        raise ExerciseFailure(f"you chose layer {chosen}, but there are only layers 0 to {num_layers - 1} (features of shape {tuple(train.shape)})")
+    raise ExerciseFailure(
+        f"you chose layer {chosen}, but layer {best} classifies the validation features best; "
+        "train one linear probe per layer on the training features and keep the layer with the highest validation accuracy"
+    )
+
+
+register(
+    "7.3",
+    "Pick the best layer for frozen features",
+    _check_best_layer,
+    solution=_best_layer_solution,
+    mistakes=[
+        Mistake("judged by training accuracy", _best_by_training_accuracy, "accuracy on the TRAINING features"),
+        Mistake("always the last layer", _always_last_layer, "the last layer is not always the best"),
+        Mistake("largest features", _largest_features, "largest features"),
+        Mistake("counted layers from 1", _counted_from_one, "one too high"),
+        Mistake("took the worst layer", _worst_layer, "LOWEST validation accuracy"),
+    ],
+)
