@@ -13,6 +13,8 @@ module             what it holds                                         chapter
 ``transformer``    encoder/decoder layers and models, greedy decoding    6
 ``tasks``          seeded synthetic tasks (copy, reverse, sort, recall)  2-6
 ``training``       fit / evaluate with a progress bar                    2-7
+``pretrained``     all-MiniLM-L6-v2 loaded into our Encoder (checksummed)  7
+``datasets``       review snippets with seeded splits (checksummed)       7
 ``plotting``       attention heatmaps in one colour map                  all
 ``device``         which device to compute on                            all
 =================  ====================================================  =======
