@@ -19,16 +19,13 @@ one-letter symbols ``CAFB`` works too). Bad input is shown in the widget, which 
 from __future__ import annotations
 
 import copy
-import io
 from contextlib import contextmanager
 
 import ipywidgets as widgets
 import matplotlib
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.patches import Rectangle
-from PIL import Image
 
 from ..plotting import ATTENTION_CMAP
 from ..tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
@@ -335,13 +332,7 @@ class DecodingStepper(AttentionWidget):
         self.self_axes.add_patch(self.self_box)
         self.cross_values = [self.cross_axes.text(j, 0, "", ha="center", va="center", fontsize=7) for j in range(T_in)]
         self.bar_axes.set_title("next token\n(orange: the greedy choice)", fontsize=9)
-        self._dynamic = [self.cross_image, self.self_image, self.cross_box, self.self_box, *self.cross_values, *self.bars]
-        for artist in self._dynamic:
-            artist.set_animated(True)
-        self._canvas = FigureCanvasAgg(figure)
-        self._canvas.draw()
-        figure.set_layout_engine("none")
-        self._background = self._canvas.copy_from_bbox(figure.bbox)
+        self.cache_background(figure, [self.cross_image, self.self_image, self.cross_box, self.self_box, *self.cross_values, *self.bars])
         self._layout = (tuple(source), tuple(output), layer, head)
 
     def draw(self, state: dict) -> None:
@@ -367,13 +358,3 @@ class DecodingStepper(AttentionWidget):
         for index, (bar, probability) in enumerate(zip(self.bars, state["probabilities"])):
             bar.set_width(probability)
             bar.set_facecolor(HIGHLIGHT if index == chosen else "#56b4e9")
-
-    def png(self) -> bytes:
-        """The current figure as PNG: the cached static background plus the changing artists (blitting)."""
-        canvas = self._canvas
-        canvas.restore_region(self._background)
-        for artist in self._dynamic:
-            artist.axes.draw_artist(artist)
-        buffer = io.BytesIO()
-        Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3]).save(buffer, format="png", compress_level=1)
-        return buffer.getvalue()
