@@ -121,9 +121,18 @@ def bench_attention(lengths: list[int], d_model: int, heads: int, repeats: int, 
     return rows
 
 
+# Runs in a fresh process. Linux keeps a process's ru_maxrss across fork and exec, so a probe
+# started by a parent that once held a gigabyte would see no rise at all; the peak of this
+# process's own memory (VmHWM), reset just before the call through /proc/self/clear_refs,
+# does not have that flaw.
 _MEMORY_PROBE = r"""
-import resource, sys, torch, attention_book as ab
+import sys, torch, attention_book as ab
 T, heads, d_head, path = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+def status_kib(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise SystemExit(f"no {field} in /proc/self/status")
 def call(q, k, v):
     with torch.no_grad():
         if path == "weights":
@@ -131,10 +140,11 @@ def call(q, k, v):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 call(*(torch.randn(1, heads, 8, d_head) for _ in range(3)))  # first-call set-up is not the T x T matrix
 q, k, v = (torch.randn(1, heads, T, d_head) for _ in range(3))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # high-water mark so far, in KiB
+with open("/proc/self/clear_refs", "w") as clear:
+    clear.write("5")  # reset the peak (VmHWM) to the current resident size
+before = status_kib("VmRSS")
 result = call(q, k, v)
-after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print((after - before) * 1024)
+print((status_kib("VmHWM") - before) * 1024)
 """
 
 
@@ -155,6 +165,8 @@ def bench_memory(lengths: list[int], d_model: int, heads: int, device: torch.dev
                     else:
                         torch.nn.functional.scaled_dot_product_attention(q, k, v)
                 row[f"peak_{path}_mb"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+        elif not Path("/proc/self/clear_refs").exists():
+            row["peak_weights_mb"] = row["peak_fast_mb"] = float("nan")  # the CPU probe needs Linux's /proc
         else:
             for path in ("weights", "fast"):
                 output = subprocess.run(
@@ -409,11 +421,12 @@ def write_report(results: dict, out: Path) -> None:
         lines.append("")
     if "memory" in results:
         lines += ["## Peak extra memory of one attention call vs sequence length", "",
-                  "Rise of the process's peak resident memory (`ru_maxrss`) during one call, each in a fresh process after a small warm-up call. "
+                  "On the CPU: rise of the peak resident memory (`VmHWM`, reset just before the call) of a fresh process during one call, after a small warm-up call; "
+                  "on CUDA: rise of `torch.cuda.max_memory_allocated()`. "
                   "The weights path materialises (heads, T, T) matrices, quadratic in T: the scores, their exponentials and the weights, "
                   "so about three times the size of one; the fused kernel never holds the full matrix.", "",
-                  "| T | (heads, T, T) float32 MB | peak, weights path MB | peak, fused kernel MB |", "|---:|---:|---:|---:|"]
-        lines += [f"| {r['T']} | {r['weights_matrix_mb']:.1f} | {r['peak_weights_mb']:.1f} | {r['peak_fast_mb']:.1f} |" for r in results["memory"]]
+                  "| device | T | (heads, T, T) float32 MB | peak, weights path MB | peak, fused kernel MB |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {r['device']} | {r['T']} | {r['weights_matrix_mb']:.1f} | {r['peak_weights_mb']:.1f} | {r['peak_fast_mb']:.1f} |" for r in results["memory"]]
         lines.append("")
     out.mkdir(parents=True, exist_ok=True)
     (out / "RESULTS.md").write_text("\n".join(lines))
@@ -442,7 +455,11 @@ def main(argv: list[str] | None = None) -> dict:
                 row["device"] = device.type
                 results["attention"].append(row)
     if "memory" in sections:
-        results["memory"] = bench_memory(lengths if not args.smoke else [512], 64, 4, torch.device("cpu"))
+        results["memory"] = []
+        for device in devices:
+            for row in bench_memory(lengths if not args.smoke else [512], 64, 4, device):
+                row["device"] = device.type
+                results["memory"].append(row)
     if "widgets" in sections:
         results["widget_updates"] = 50 if not args.smoke else 3
         results["widgets"] = []

@@ -211,6 +211,27 @@ class TrainingRun:
     tokens_seen: int = 0  # real (unpadded) tokens in the batches, for the language model
 
 
+def _train_steps(model: nn.Module, optimizer, step_loss, steps: int, count: int, batch_size: int, generator, lengths):
+    """Run ``steps`` optimizer steps over batches of ``count`` examples, passing over them as often as needed.
+
+    ``step_loss(rows)`` returns the loss of the batch with those row indices. Returns the
+    loss of every step and the seconds taken; the model is left in eval mode.
+    """
+    losses, start = [], time.perf_counter()
+    model.train()
+    while len(losses) < steps:
+        for rows in _batches(count, batch_size, generator, lengths):
+            loss = step_loss(rows)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            if len(losses) >= steps:
+                break
+    model.eval()
+    return losses, time.perf_counter() - start
+
+
 # ---------------------------------------------------------------------------------
 # (a) A small encoder trained from scratch
 
@@ -249,19 +270,14 @@ def train_from_scratch(
     tokens, padding_mask = vocabulary.encode(texts, max_tokens)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     generator = torch.Generator().manual_seed(seed)
-    losses, start = [], time.perf_counter()
-    model.train()
-    lengths = padding_mask.sum(dim=1)
-    for _ in range(epochs):
-        for rows in _batches(len(texts), batch_size, generator, lengths):
-            batch_tokens, batch_mask = _trim(tokens[rows], padding_mask[rows])
-            loss = _padded_mean_loss(model, batch_tokens, batch_mask, labels[rows])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-    model.eval()
-    return TrainingRun(model, losses, len(losses), epochs * len(texts), time.perf_counter() - start)
+
+    def step_loss(rows):
+        batch_tokens, batch_mask = _trim(tokens[rows], padding_mask[rows])
+        return _padded_mean_loss(model, batch_tokens, batch_mask, labels[rows])
+
+    steps = epochs * math.ceil(len(texts) / batch_size)  # every epoch is one pass over the texts
+    losses, seconds = _train_steps(model, optimizer, step_loss, steps, len(texts), batch_size, generator, padding_mask.sum(dim=1))
+    return TrainingRun(model, losses, len(losses), epochs * len(texts), seconds)
 
 
 @torch.no_grad()
@@ -366,23 +382,16 @@ def train_mlm(
     tokens, padding_mask = vocabulary.encode(texts, max_tokens)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     generator = torch.Generator().manual_seed(seed)
-    losses, start, seen = [], time.perf_counter(), 0
-    model.train()
-    lengths = padding_mask.sum(dim=1)
-    while len(losses) < steps:
-        for rows in _batches(len(texts), batch_size, generator, lengths):
-            batch_tokens, batch_mask = _trim(tokens[rows], padding_mask[rows])
-            seen += int(batch_mask.sum())
-            corrupted, targets = mask_tokens(batch_tokens, batch_mask, generator, vocab_size=len(vocabulary))
-            loss = _mlm_loss(model, corrupted, batch_mask, targets)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            if len(losses) >= steps:
-                break
-    model.eval()
-    return TrainingRun(model, losses, len(losses), len(losses) * batch_size, time.perf_counter() - start, seen)
+    tokens_seen = []
+
+    def step_loss(rows):
+        batch_tokens, batch_mask = _trim(tokens[rows], padding_mask[rows])
+        tokens_seen.append(int(batch_mask.sum()))
+        corrupted, targets = mask_tokens(batch_tokens, batch_mask, generator, vocab_size=len(vocabulary))
+        return _mlm_loss(model, corrupted, batch_mask, targets)
+
+    losses, seconds = _train_steps(model, optimizer, step_loss, steps, len(texts), batch_size, generator, padding_mask.sum(dim=1))
+    return TrainingRun(model, losses, len(losses), len(losses) * batch_size, seconds, sum(tokens_seen))
 
 
 @torch.no_grad()
@@ -637,21 +646,14 @@ def fine_tune_top_layers(
         weight_decay=0.01,
     )
     generator = torch.Generator().manual_seed(seed)
-    losses, start = [], time.perf_counter()
-    model.train()
+
+    def step_loss(rows):
+        states, padding_mask = _trim(features.states[rows], features.padding_mask[rows])
+        return F.cross_entropy(model(states, padding_mask), labels[rows])
+
     lengths = features.padding_mask.sum(dim=1)
-    while len(losses) < steps:
-        for rows in _batches(len(labels), batch_size, generator, lengths):
-            states, padding_mask = _trim(features.states[rows], features.padding_mask[rows])
-            loss = F.cross_entropy(model(states, padding_mask), labels[rows])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-            if len(losses) >= steps:
-                break
-    model.eval()
-    return TrainingRun(model, losses, len(losses), len(losses) * batch_size, time.perf_counter() - start)
+    losses, seconds = _train_steps(model, optimizer, step_loss, steps, len(labels), batch_size, generator, lengths)
+    return TrainingRun(model, losses, len(losses), len(losses) * batch_size, seconds)
 
 
 @torch.no_grad()
