@@ -58,8 +58,10 @@ book: $(STAMP) $(NODE_STAMP)
 exercises: $(STAMP)
 	$(PY) -m attention_book.exercises.generate notebooks notebooks/exercises
 
+# One pytest-xdist worker per CPU core (tests/conftest.py gives each one PyTorch thread); the
+# site's tests share one worker (xdist_group "site") so the site is built once.
 test: $(STAMP) $(NODE_STAMP) browser
-	$(BIN)/pytest tests
+	$(BIN)/pytest tests -n auto --dist loadgroup --durations=15
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks
