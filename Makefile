@@ -59,9 +59,9 @@ exercises: $(STAMP)
 	$(PY) -m attention_book.exercises.generate notebooks notebooks/exercises
 
 # One pytest-xdist worker per CPU core (tests/conftest.py gives each one PyTorch thread); the
-# site's tests share one worker (xdist_group "site") so the site is built once.
+# site is built once per run whichever workers its tests land on (see tests/test_site.py).
 test: $(STAMP) $(NODE_STAMP) browser
-	$(BIN)/pytest tests -n auto --dist loadgroup --durations=15
+	$(BIN)/pytest tests -n auto --durations=15
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks

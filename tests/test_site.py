@@ -10,6 +10,7 @@ tests/artifacts/.
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 import re
@@ -24,9 +25,6 @@ from pathlib import Path
 import pytest
 import yaml
 from bs4 import BeautifulSoup
-
-# Under pytest-xdist every test of this file runs in one worker, so the site is built once.
-pytestmark = pytest.mark.xdist_group("site")
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "_build"
@@ -133,7 +131,29 @@ def test_npm_assets_are_pinned_in_package_json_and_the_lock_file():
 
 @pytest.fixture(scope="session")
 def site() -> Path:
-    """Build the site from a clean tree (keeping only the execution cache); return _build/html."""
+    """Build the site once per test run, even when pytest-xdist workers share the tests.
+
+    The first worker to get here builds while holding a lock on _build/.site.lock and
+    leaves the run's id (PYTEST_XDIST_TESTRUNUID) beside it; a worker that finds that id
+    reuses the build. (xdist's ``--dist loadgroup``, which would keep these tests on one
+    worker, does not group them under pytest 9.)
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    BUILD.mkdir(parents=True, exist_ok=True)
+    marker = BUILD / ".site-built-for-run"
+    with (BUILD / ".site.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if run and marker.is_file() and marker.read_text() == run and (HTML / "index.html").is_file():
+            return HTML
+        marker.unlink(missing_ok=True)
+        _build_site()
+        if run:
+            marker.write_text(run)
+    return HTML
+
+
+def _build_site() -> None:
+    """Build the site from a clean tree (keeping only the execution cache) into _build/html."""
     for stale in (HTML, BUILD / ".doctrees", BUILD / "jupyter_execute", ROOT / "vendor"):
         shutil.rmtree(stale, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -151,7 +171,6 @@ def site() -> Path:
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
     assert completed.returncode == 0, f"the site did not build (log: {log}):\n{tail}"
     print(f"site built in {seconds:.0f} s")
-    return HTML
 
 
 def _pages(site: Path) -> list[Path]:
