@@ -56,7 +56,7 @@ book: $(STAMP) $(NODE_STAMP)
 	$(PY) tools/build_book.py $(BUILD_DIR)
 
 exercises: $(STAMP)
-	$(PY) -m attention_book.exercises.generate notebooks notebooks/exercises
+	$(PY) tools/generate_exercises.py notebooks notebooks/exercises
 
 # One pytest-xdist worker per CPU core (tests/conftest.py gives each one PyTorch thread); the
 # site is built once per run whichever workers its tests land on (see tests/test_site.py).

@@ -1,30 +1,57 @@
 """attention_book: the reference implementation behind "Attention, from the ground up".
 
-One module per idea, in chapter order:
+The package is built in four floors; each imports only from the floors below it (a test,
+``tests/book/test_layout.py``, checks this with ``ast``):
 
-=================  ====================================================  =======
-module             what it holds                                         chapter
-=================  ====================================================  =======
-``attention``      softmax, scaled dot-product attention, masks          1
-``key_value``      soft lookup, a single attention head with W_Q/W_K/W_V  2
-``soft_hard``      hardmax, sparsemax, entropy, top-k                    3
-``multihead``      split/merge heads, MultiHeadAttention                 4
-``positional``     sinusoidal, learned and rotary position encodings     5
-``transformer``    encoder/decoder layers and models, greedy decoding    6
-``tasks``          seeded synthetic tasks (copy, reverse, sort, recall)  2-6
-``training``       fit / evaluate with a progress bar                    2-7
+4. tools: ``widgets`` (live attention views) and ``exercises`` (checkers);
+3. analysis and presentation: ``analysis`` (measurements, formatting, the heatmap) and
+   ``figures`` (one module per chapter, imported only by its chapter);
+2. data and training: ``data`` (toy tasks, reviews, word pieces, batches) and
+   ``training`` (one ``fit``, losses and metrics, chapter 7's recipes);
+1. model code, one module per idea, in chapter order (below);
+0. foundations: ``_validation`` (input checks), ``_files`` (checksummed package files),
+   ``modes`` (``evaluating``), ``device``.
+
+=================  ======================================================  =======
+module             what it holds                                           chapter
+=================  ======================================================  =======
+``attention``      softmax, scaled dot-product attention, masks            1
+``key_value``      soft lookup, a single head with W_Q/W_K/W_V             2
+``recall``         a two-layer model that learns a key-value store         2
+``soft_hard``      hardmax, sparsemax, entropy, top-k                      3
+``multihead``      split/merge heads, MultiHeadAttention                   4
+``positional``     sinusoidal, learned and rotary position encodings       5
+``transformer``    residual block, layers, stacks, models, decoding        4-7
 ``pretrained``     all-MiniLM-L6-v2 loaded into our Encoder (checksummed)  7
-``datasets``       review snippets with seeded splits (checksummed)       7
-``plotting``       attention heatmaps in one colour map                  all
-``device``         which device to compute on                            all
-=================  ====================================================  =======
+``data``           every toy task; reviews; word pieces; batches           2, 4-7
+``training``       fit/evaluate, losses and metrics, transfer recipes      2-7
+``analysis``       cost, head and vector measurements; formatting; plots   1-7
+``figures``        chapter-specific figures, one module per chapter        1-7
+``widgets``        live views of attention (ipywidgets)                    1-7
+``exercises``      the checkers behind ``check("N.M", answer)``            1-7
+``device``         which device to compute on                              all
+=================  ======================================================  =======
 """
 
+from .analysis.plotting import ATTENTION_CMAP, heatmap, plot_attention, plot_attention_grid
 from .attention import attention_scores, causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from .data.tasks import (
+    BOS,
+    EOS,
+    IGNORE,
+    PAD,
+    AssociativeRecall,
+    CharacterCorpus,
+    SequenceTask,
+    ToyReviews,
+    TwoRelationTask,
+    Vocabulary,
+    WordOrderTask,
+)
 from .device import available_devices, default_device
 from .key_value import SingleHeadAttention, soft_lookup
+from .modes import evaluating
 from .multihead import MultiHeadAttention, merge_heads, split_heads
-from .plotting import ATTENTION_CMAP, plot_attention, plot_attention_grid
 from .positional import (
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
@@ -33,16 +60,18 @@ from .positional import (
     sinusoidal_encoding,
 )
 from .soft_hard import entropy, hardmax, sparsemax, top_k_weights
-from .tasks import BOS, EOS, PAD, AssociativeRecall, SequenceTask, Vocabulary
 from .training import (
     History,
     classification_accuracy,
     classification_loss,
     evaluate,
     fit,
+    masked_token_loss,
     seq2seq_exact_match,
     seq2seq_loss,
     set_seed,
+    token_accuracy,
+    token_loss,
 )
 from .transformer import (
     Decoder,
@@ -53,7 +82,9 @@ from .transformer import (
     EncoderLayer,
     FeedForward,
     LanguageModel,
+    TokenClassifier,
     greedy_decode,
+    mean_pool,
 )
 
 __version__ = "0.1.0"
@@ -91,27 +122,40 @@ __all__ = [
     "Decoder",
     "EncoderDecoder",
     "EncoderClassifier",
+    "TokenClassifier",
     "LanguageModel",
     "greedy_decode",
-    # tasks and training
+    "mean_pool",
+    # tasks
     "PAD",
     "BOS",
     "EOS",
+    "IGNORE",
     "Vocabulary",
     "SequenceTask",
     "AssociativeRecall",
+    "TwoRelationTask",
+    "WordOrderTask",
+    "ToyReviews",
+    "CharacterCorpus",
+    # training
     "set_seed",
+    "evaluating",
     "History",
     "fit",
     "evaluate",
-    "seq2seq_loss",
-    "seq2seq_exact_match",
     "classification_loss",
     "classification_accuracy",
+    "token_loss",
+    "token_accuracy",
+    "masked_token_loss",
+    "seq2seq_loss",
+    "seq2seq_exact_match",
     # devices and figures
     "default_device",
     "available_devices",
     "ATTENTION_CMAP",
+    "heatmap",
     "plot_attention",
     "plot_attention_grid",
 ]

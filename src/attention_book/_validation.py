@@ -7,6 +7,8 @@ traceback from deep inside a matrix multiplication.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 
@@ -69,3 +71,40 @@ def check_mask(mask: torch.Tensor | None, target_shape: tuple[int, ...], layout:
             f"of shape {tuple(target_shape)} {layout}"
         )
     return mask
+
+
+def require_count(value: object, name: str, minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer (not a bool) of at least ``minimum`` (and at most ``maximum``), or a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum is not None and value > maximum):
+        bound = f"from {minimum} to {maximum}" if maximum is not None else f"of at least {minimum}"
+        raise ValueError(f"{name} must be an integer {bound}, but {value!r} was given")
+    return value
+
+
+def require_texts(texts: object, name: str = "texts") -> list[str]:
+    """A non-empty list (or other sequence) of strings, returned as a list."""
+    if isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts):
+        raise ValueError(f"{name} must be a list of strings, but a {type(texts).__name__} was given")
+    if not texts:
+        raise ValueError(f"{name} is empty")
+    return list(texts)
+
+
+def require_labels(labels: object, count: int, name: str = "labels") -> torch.Tensor:
+    """A 1-D tensor of ``count`` integer class ids, returned as int64."""
+    if not isinstance(labels, torch.Tensor) or labels.dim() != 1 or labels.is_floating_point():
+        raise ValueError(f"{name} must be a 1-D tensor of integer class ids, but got {labels!r:.80}")
+    if len(labels) != count:
+        raise ValueError(f"there are {count} examples but {len(labels)} {name}")
+    return labels.long()
+
+
+def require_padding_mask(padding_mask: object, shape: Sequence[int], like: str) -> torch.Tensor:
+    """A boolean padding mask (True = real token) of exactly ``shape``; ``like`` names what it must match."""
+    require_tensor(padding_mask, "padding_mask")
+    if padding_mask.dtype != torch.bool or tuple(padding_mask.shape) != tuple(shape):
+        raise ValueError(
+            f"padding_mask must be a boolean tensor shaped like {like} {tuple(shape)} (True = real token), "
+            f"but has shape {describe_shape(padding_mask)} and dtype {padding_mask.dtype}"
+        )
+    return padding_mask

@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import hashlib
-import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,8 +43,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ._validation import describe_shape, require_exact_rank, require_floating, require_tensor
-from .transformer import Encoder
+from ._files import ChecksumError, MissingPackageError, file_sha256, installed_file
+from ._validation import describe_shape, require_count
+from .modes import evaluating
+from .transformer import Encoder, mean_pool
 
 __all__ = [
     "MODEL_PACKAGE",
@@ -75,60 +75,6 @@ MODEL_CHECKSUMS = {
 }
 # config.json is small and read as JSON; its content is checked against what the loader expects.
 MODEL_CONFIG = "model/config.json"
-
-
-class MissingPackageError(ModuleNotFoundError):
-    """A data or weights package is not installed; the message says how to install it."""
-
-
-class ChecksumError(ValueError):
-    """A file's SHA-256 is not the one recorded in the book: the file was changed or damaged."""
-
-
-# ---------------------------------------------------------------------------------
-# Files inside installed packages
-
-
-def file_sha256(path: str | Path, chunk_size: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file, read in chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(chunk_size), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _package_folder(package: str, pip_command: str) -> Path:
-    """The folder of an installed package, found without importing it."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingPackageError(
-            f"the package {package!r} is not installed; install it with:  {pip_command}"
-        )
-    return Path(list(spec.submodule_search_locations)[0])
-
-
-def installed_file(package: str, relative_path: str, sha256: str | None, pip_command: str) -> Path:
-    """Path of ``relative_path`` inside the installed ``package``, after checking its SHA-256.
-
-    Raises :class:`MissingPackageError` (naming ``pip_command``) when the package or the
-    file is missing, and :class:`ChecksumError` (naming the file, the expected and the
-    actual hash) when the file's content differs. ``sha256=None`` skips the check.
-    """
-    path = _package_folder(package, pip_command) / relative_path
-    if not path.is_file():
-        raise MissingPackageError(
-            f"{relative_path} is missing from the installed package {package!r} ({path}); "
-            f"reinstall it with:  {pip_command} --force-reinstall"
-        )
-    if sha256 is not None:
-        actual = file_sha256(path)
-        if actual != sha256:
-            raise ChecksumError(
-                f"{path} has SHA-256 {actual}, but the book expects {sha256}: the file was changed "
-                f"or damaged. Reinstall it with:  {pip_command} --force-reinstall"
-            )
-    return path
 
 
 @functools.lru_cache(maxsize=None)
@@ -225,34 +171,6 @@ def _checkpoint_name(ours: str) -> str | None:
         template = PARAMETER_NAMES.get(".".join(["layers", "{i}", *parts[2:]]))
         return template.format(i=parts[1]) if template else None
     return None
-
-
-# ---------------------------------------------------------------------------------
-# Pooling
-
-
-def mean_pool(hidden: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Average the vectors of the real tokens: (batch, T, d) and (batch, T) bool -> (batch, d).
-
-    Padded positions (``padding_mask`` False) take no part, so a sentence gets the same
-    vector however much padding its batch needed. This is how all-MiniLM-L6-v2 turns
-    token vectors into one sentence vector.
-    """
-    require_tensor(hidden, "hidden")
-    require_exact_rank(hidden, "hidden", 3, "(batch, T, d_model)")
-    require_floating(hidden, "hidden")
-    if padding_mask is None:
-        return hidden.mean(dim=1)
-    require_tensor(padding_mask, "padding_mask")
-    if padding_mask.dtype != torch.bool or tuple(padding_mask.shape) != tuple(hidden.shape[:2]):
-        raise ValueError(
-            f"padding_mask must be a boolean (batch, T) tensor matching hidden {describe_shape(hidden)}, "
-            f"but has shape {describe_shape(padding_mask)} and dtype {padding_mask.dtype}"
-        )
-    weights = padding_mask.to(hidden.dtype)[..., None]  # (batch, T, 1): 1 for real tokens
-    total = (hidden * weights).sum(dim=1)  # (batch, d)
-    count = weights.sum(dim=1).clamp_min(1.0)  # (batch, 1): real tokens per sentence
-    return total / count
 
 
 # ---------------------------------------------------------------------------------
@@ -383,20 +301,7 @@ class PretrainedEncoder(nn.Module):
         self, tokens: torch.Tensor, padding_mask: torch.Tensor | None = None, token_types: torch.Tensor | None = None
     ) -> list[torch.Tensor]:
         """The embedding output and every layer's output: ``num_layers + 1`` tensors (batch, T, d_model)."""
-        x = self.encoder.embedding(tokens, token_types)  # (batch, T, d_model)
-        mask = None
-        if padding_mask is not None:
-            if padding_mask.dtype != torch.bool or padding_mask.shape != tokens.shape:
-                raise ValueError(
-                    f"padding_mask must be a boolean tensor shaped like tokens {describe_shape(tokens)}, "
-                    f"but has shape {describe_shape(padding_mask)} and dtype {padding_mask.dtype}"
-                )
-            mask = padding_mask[:, None, None, :]  # (batch, 1, 1, T): broadcast over heads and queries
-        states = [x]
-        for layer in self.encoder.layers:
-            x = layer(x, mask)
-            states.append(x)
-        return states
+        return self.encoder.hidden_states(tokens, padding_mask, token_types)
 
     def attention_weights(self) -> list[torch.Tensor | None]:
         """Weights of the last forward call, one (batch, heads, T, T) tensor per layer."""
@@ -414,29 +319,26 @@ class PretrainedEncoder(nn.Module):
         """
         if isinstance(texts, str):
             texts = [texts]
-        if not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, but {batch_size!r} was given")
+        require_count(batch_size, "batch_size")
         if layers not in ("last", "all") and not (isinstance(layers, int) and 0 <= layers <= self.num_layers):
             raise ValueError(f"layers must be 'last', 'all' or a layer number from 0 to {self.num_layers}, but {layers!r} was given")
-        was_training = self.training
-        self.eval()
-        lengths = [len(text) for text in texts]
-        order = sorted(range(len(texts)), key=lambda i: lengths[i])
-        pooled: list[torch.Tensor] = [None] * len(texts)  # type: ignore[list-item]
-        for start in range(0, len(order), batch_size):
-            chosen = order[start : start + batch_size]
-            batch = self.encode([texts[i] for i in chosen], max_tokens=max_tokens)
-            if layers == "last":
-                vectors = mean_pool(self(batch.tokens, batch.padding_mask, batch.token_types), batch.padding_mask)
-            else:
-                states = self.hidden_states(batch.tokens, batch.padding_mask, batch.token_types)
-                if layers == "all":
-                    vectors = torch.stack([mean_pool(state, batch.padding_mask) for state in states], dim=1)
+        with evaluating(self):
+            lengths = [len(text) for text in texts]
+            order = sorted(range(len(texts)), key=lambda i: lengths[i])
+            pooled: list[torch.Tensor] = [None] * len(texts)  # type: ignore[list-item]
+            for start in range(0, len(order), batch_size):
+                chosen = order[start : start + batch_size]
+                batch = self.encode([texts[i] for i in chosen], max_tokens=max_tokens)
+                if layers == "last":
+                    vectors = mean_pool(self(batch.tokens, batch.padding_mask, batch.token_types), batch.padding_mask)
                 else:
-                    vectors = mean_pool(states[layers], batch.padding_mask)
-            for row, index in enumerate(chosen):
-                pooled[index] = vectors[row].cpu()
-        self.train(was_training)
+                    states = self.hidden_states(batch.tokens, batch.padding_mask, batch.token_types)
+                    if layers == "all":
+                        vectors = torch.stack([mean_pool(state, batch.padding_mask) for state in states], dim=1)
+                    else:
+                        vectors = mean_pool(states[layers], batch.padding_mask)
+                for row, index in enumerate(chosen):
+                    pooled[index] = vectors[row].cpu()
         return torch.stack(pooled)
 
     # -- copies ---------------------------------------------------------------------------

@@ -23,20 +23,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .chapter01_helpers import format_vector  # re-exported: chapter 2 prints with it too
+from ._validation import require_count
 from .key_value import SingleHeadAttention
-from .plotting import plot_attention
 from .positional import LearnedPositionalEncoding
-from .tasks import AssociativeRecall, Vocabulary
 
 __all__ = [
     "previous_token_mask",
     "RecallModel",
-    "attention_maps",
-    "lookup_hit_rate",
-    "plot_recall_attention",
-    "plot_lookups",
-    "format_vector",
 ]
 
 
@@ -45,8 +38,7 @@ def previous_token_mask(T: int, device: torch.device | str | None = None) -> tor
 
     Row i may attend to columns ``i - 1`` and ``i`` (row 0 only to column 0).
     """
-    if not isinstance(T, int) or isinstance(T, bool) or T < 1:
-        raise ValueError(f"T must be a positive integer (a sequence length), but {T!r} was given")
+    require_count(T, "T (a sequence length)")
     positions = torch.arange(T, device=device)
     offset = positions[:, None] - positions[None, :]  # (T, T): query position - key position
     return (offset == 0) | (offset == 1)
@@ -96,78 +88,3 @@ class RecallModel(nn.Module):
         found, _ = self.lookup_attention(asked, context)  # (batch, 1, d_model)
         answer = x[:, -1] + found[:, 0]  # (batch, d_model)
         return self.readout(answer)  # (batch, vocab_size)
-
-
-@torch.no_grad()
-def attention_maps(model: RecallModel, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run ``model`` on ``tokens`` (batch, T); return (binding weights (batch, T, T), lookup weights (batch, T)).
-
-    The weights come back on the CPU, ready to plot.
-    """
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    model(tokens.to(device))
-    model.train(was_training)
-    binding = model.pair_attention.last_weights.cpu()  # (batch, T, T)
-    lookup = model.lookup_attention.last_weights[:, 0].cpu()  # (batch, 1, T) -> (batch, T)
-    return binding, lookup
-
-
-def lookup_hit_rate(model: RecallModel, task: AssociativeRecall) -> float:
-    """Fraction of the task's examples whose lookup puts its largest weight on the asked pair.
-
-    The asked pair is the key token equal to the last token and the value token right after it.
-    """
-    tokens = task.tokens  # (N, T)
-    _, lookup = attention_maps(model, tokens)  # (N, T)
-    pairs = tokens[:, : 2 * task.num_pairs]  # (N, 2 pairs): k1 v1 k2 v2 ...
-    key_position = (pairs[:, 0::2] == tokens[:, -1:]).float().argmax(dim=1) * 2  # (N,)
-    top = lookup.argmax(dim=1)  # (N,)
-    hits = (top == key_position) | (top == key_position + 1)
-    return hits.float().mean().item()
-
-
-def plot_recall_attention(model: RecallModel, tokens: torch.Tensor, vocab: Vocabulary, title: str | None = None):
-    """Both attention maps of one example (tokens of shape (T,)): binding (T x T) and lookup (1 x T).
-
-    Returns the matplotlib figure.
-    """
-    import matplotlib.pyplot as plt
-
-    binding, lookup = attention_maps(model, tokens[None])
-    labels = [vocab.tokens[i] for i in tokens.tolist()]
-    figure, (top, bottom) = plt.subplots(
-        2, 1, figsize=(6.4, 7.0), gridspec_kw={"height_ratios": [len(labels), 1.6]}, layout="constrained"
-    )
-    plot_attention(binding[0], labels, labels, ax=top, title="Layer 1 (binding): each token reads itself and the token before")
-    plot_attention(
-        lookup, [f"{labels[-1]} asks"], labels, ax=bottom, colorbar=False,
-        title=f"Layer 2 (lookup): the asked key '{labels[-1]}' reads the store",
-    )
-    bottom.set_ylabel("query")
-    if title:
-        figure.suptitle(title)
-    return figure
-
-
-def plot_lookups(model: RecallModel, tokens: torch.Tensor, vocab: Vocabulary, title: str | None = None):
-    """The lookup row (the last token's weights over all tokens) of several examples, one per panel.
-
-    ``tokens``: (examples, T). Returns the matplotlib figure.
-    """
-    import matplotlib.pyplot as plt
-
-    _, lookup = attention_maps(model, tokens)  # (examples, T)
-    count = len(tokens)
-    figure, axes = plt.subplots(count, 1, figsize=(6.4, 0.5 + 0.95 * count), layout="constrained", squeeze=False)
-    for ax, row, weights in zip(axes[:, 0], tokens, lookup):
-        labels = [vocab.tokens[i] for i in row.tolist()]
-        plot_attention(weights, [f"{labels[-1]} asks"], labels, ax=ax, colorbar=False)
-        ax.set_xlabel("")
-        ax.set_ylabel("")
-    axes[-1, 0].set_xlabel("keys: the tokens of each sequence")
-    figure.supylabel("query: the asked key", fontsize=10)
-    figure.colorbar(axes[0, 0].images[0], ax=axes[:, 0].tolist(), fraction=0.04, pad=0.02, label="attention weight")
-    figure.suptitle(title or "Where the asked key looks, in held-out sequences")
-    return figure

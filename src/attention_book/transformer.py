@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validation import describe_shape, require_exact_rank, require_tensor
+from ._validation import require_count, require_exact_rank, require_floating, require_padding_mask, require_tensor
 from .attention import causal_mask
 from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
@@ -27,7 +27,12 @@ __all__ = [
     "Decoder",
     "EncoderDecoder",
     "EncoderClassifier",
+    "TokenClassifier",
     "LanguageModel",
+    "residual",
+    "run_stack",
+    "key_padding_mask",
+    "mean_pool",
     "greedy_decode",
 ]
 
@@ -43,6 +48,17 @@ def _activation(name: str):
 def _check_divisible(d_model: int, num_heads: int) -> None:
     if not isinstance(d_model, int) or not isinstance(num_heads, int) or num_heads < 1 or d_model % num_heads:
         raise ValueError(f"d_model={d_model!r} is not divisible by num_heads={num_heads!r}")
+
+
+def residual(x: torch.Tensor, sublayer, norm: nn.LayerNorm, dropout: nn.Dropout, norm_first: bool) -> torch.Tensor:
+    """One sublayer wrapped in a residual connection and a layer norm: the only place pre- and post-norm differ.
+
+    Post-norm (the original Transformer, BERT): ``norm(x + dropout(sublayer(x)))``.
+    Pre-norm (GPT-2 and most models since): ``x + dropout(sublayer(norm(x)))``.
+    """
+    if norm_first:
+        return x + dropout(sublayer(norm(x)))
+    return norm(x + dropout(sublayer(x)))
 
 
 class FeedForward(nn.Module):
@@ -121,19 +137,11 @@ class EncoderLayer(nn.Module):
         self.dropout1 = nn.Dropout(dropout)
         self.dropout2 = nn.Dropout(dropout)
 
-    def _attend(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        return self.dropout1(self.self_attn(x, x, x, mask=mask)[0])
-
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         require_tensor(x, "x")
         require_exact_rank(x, "x", 3, "(batch, T, d_model)")
-        if self.norm_first:
-            x = x + self._attend(self.norm1(x), mask)
-            x = x + self.dropout2(self.feed_forward(self.norm2(x)))
-        else:
-            x = self.norm1(x + self._attend(x, mask))
-            x = self.norm2(x + self.dropout2(self.feed_forward(x)))
-        return x
+        x = residual(x, lambda h: self.self_attn(h, h, h, mask=mask)[0], self.norm1, self.dropout1, self.norm_first)
+        return residual(x, self.feed_forward, self.norm2, self.dropout2, self.norm_first)
 
     @property
     def last_weights(self) -> torch.Tensor | None:
@@ -213,21 +221,9 @@ class DecoderLayer(nn.Module):
             future = causal_mask(x.shape[1], device=x.device)  # (T_out, T_out)
             self_mask = future if self_mask is None else self_mask & future
 
-        def self_block(h):
-            return self.dropout1(self.self_attn(h, h, h, mask=self_mask)[0])
-
-        def cross_block(h):
-            return self.dropout2(self.cross_attn(h, memory, memory, mask=memory_mask)[0])
-
-        if self.norm_first:
-            x = x + self_block(self.norm1(x))
-            x = x + cross_block(self.norm2(x))
-            x = x + self.dropout3(self.feed_forward(self.norm3(x)))
-        else:
-            x = self.norm1(x + self_block(x))
-            x = self.norm2(x + cross_block(x))
-            x = self.norm3(x + self.dropout3(self.feed_forward(x)))
-        return x
+        x = residual(x, lambda h: self.self_attn(h, h, h, mask=self_mask)[0], self.norm1, self.dropout1, self.norm_first)
+        x = residual(x, lambda h: self.cross_attn(h, memory, memory, mask=memory_mask)[0], self.norm2, self.dropout2, self.norm_first)
+        return residual(x, self.feed_forward, self.norm3, self.dropout3, self.norm_first)
 
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderLayer":
@@ -350,28 +346,88 @@ class Encoder(nn.Module):
         self, tokens: torch.Tensor, padding_mask: torch.Tensor | None = None, token_types: torch.Tensor | None = None
     ) -> torch.Tensor:
         x = self.embedding(tokens, token_types)  # (batch, T, d_model)
-        mask = _key_padding(padding_mask, tokens)
-        if self.causal:
-            future = causal_mask(tokens.shape[1], device=tokens.device)  # (T, T)
-            mask = future if mask is None else mask & future
-        for layer in self.layers:
-            x = layer(x, mask)
-        return self.final_norm(x) if self.final_norm is not None else x
+        return self.run_layers(x, padding_mask)
+
+    def run_layers(
+        self, x: torch.Tensor, padding_mask: torch.Tensor | None = None, start: int = 0, keep_all: bool = False
+    ) -> torch.Tensor | list[torch.Tensor]:
+        """Vectors x (batch, T, d_model) through ``layers[start:]`` (and the final norm of a pre-norm stack).
+
+        ``padding_mask`` (batch, T) is True for real tokens. With ``keep_all`` the input and
+        every layer's output come back as a list of ``len(layers) - start + 1`` tensors.
+        This is the one loop over the layers: the forward pass, the pretrained model's
+        hidden states and fine-tuning the top layers (chapter 7) all run through it.
+        """
+        require_count(start, "start", 0, len(self.layers))
+        return run_stack(self.layers[start:], x, padding_mask, self.causal, self.final_norm, keep_all)
+
+    def hidden_states(
+        self, tokens: torch.Tensor, padding_mask: torch.Tensor | None = None, token_types: torch.Tensor | None = None
+    ) -> list[torch.Tensor]:
+        """The embedding output and every layer's output: ``num_layers + 1`` tensors (batch, T, d_model)."""
+        return self.run_layers(self.embedding(tokens, token_types), padding_mask, keep_all=True)
 
     def attention_weights(self) -> list[torch.Tensor | None]:
         return [layer.self_attn.last_weights for layer in self.layers]
 
 
-def _key_padding(padding_mask: torch.Tensor | None, tokens: torch.Tensor) -> torch.Tensor | None:
+def run_stack(
+    layers,
+    x: torch.Tensor,
+    padding_mask: torch.Tensor | None = None,
+    causal: bool = False,
+    final_norm: nn.Module | None = None,
+    keep_all: bool = False,
+) -> torch.Tensor | list[torch.Tensor]:
+    """Run vectors x (batch, T, d_model) through a stack of encoder layers: the book's one loop over layers.
+
+    ``padding_mask`` (batch, T) is True for real tokens; ``causal`` adds the causal mask;
+    ``final_norm`` (a pre-norm stack's last layer norm) is applied to the output. With
+    ``keep_all``, returns the input and every layer's output (the last one normalised).
+    """
+    require_tensor(x, "x")
+    require_exact_rank(x, "x", 3, "(batch, T, d_model)")
+    mask = key_padding_mask(padding_mask, x.shape[:2])
+    if causal:
+        future = causal_mask(x.shape[1], device=x.device)  # (T, T)
+        mask = future if mask is None else mask & future
+    states = [x]
+    for layer in layers:
+        x = layer(x, mask)
+        states.append(x)
+    if final_norm is not None:
+        x = states[-1] = final_norm(x)
+    return states if keep_all else x
+
+
+def key_padding_mask(padding_mask: torch.Tensor | None, shape: tuple[int, ...] | torch.Size) -> torch.Tensor | None:
+    """A (batch, T) padding mask (True = real token) as the (batch, 1, 1, T) mask every attention layer takes.
+
+    ``shape`` is (batch, T) of the sequences it belongs to; None stays None (nothing is padded).
+    """
     if padding_mask is None:
         return None
-    require_tensor(padding_mask, "padding_mask")
-    if padding_mask.dtype != torch.bool or padding_mask.shape != tokens.shape:
-        raise ValueError(
-            f"padding_mask must be a boolean tensor shaped like tokens {describe_shape(tokens)} "
-            f"(True = real token), but has shape {describe_shape(padding_mask)} and dtype {padding_mask.dtype}"
-        )
+    require_padding_mask(padding_mask, tuple(shape), "the tokens")
     return padding_mask[:, None, None, :]  # (batch, 1, 1, T_k): broadcast over heads and queries
+
+
+def mean_pool(hidden: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Average the vectors of the real tokens: (batch, T, d) and (batch, T) bool -> (batch, d).
+
+    Padded positions (``padding_mask`` False) take no part, so a sentence gets the same
+    vector however much padding its batch needed. :class:`EncoderClassifier` pools this
+    way, and so does all-MiniLM-L6-v2 to turn token vectors into a sentence vector (chapter 7).
+    """
+    require_tensor(hidden, "hidden")
+    require_exact_rank(hidden, "hidden", 3, "(batch, T, d_model)")
+    require_floating(hidden, "hidden")
+    if padding_mask is None:
+        return hidden.mean(dim=1)
+    require_padding_mask(padding_mask, tuple(hidden.shape[:2]), "hidden's (batch, T)")
+    weights = padding_mask.to(hidden.dtype)[..., None]  # (batch, T, 1): 1 for real tokens
+    total = (hidden * weights).sum(dim=1)  # (batch, d)
+    count = weights.sum(dim=1).clamp_min(1.0)  # (batch, 1): real tokens per sentence
+    return total / count
 
 
 class Decoder(nn.Module):
@@ -412,10 +468,8 @@ class Decoder(nn.Module):
         memory_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         x = self.embedding(tokens)  # (batch, T_out, d_model)
-        self_mask = _key_padding(padding_mask, tokens)
-        memory_mask = None
-        if memory_padding_mask is not None:
-            memory_mask = memory_padding_mask[:, None, None, :]  # (batch, 1, 1, T_in)
+        self_mask = key_padding_mask(padding_mask, tokens.shape)  # (batch, 1, 1, T_out)
+        memory_mask = key_padding_mask(memory_padding_mask, memory.shape[:2])  # (batch, 1, 1, T_in)
         for layer in self.layers:
             x = layer(x, memory, mask=self_mask, memory_mask=memory_mask)
         return self.final_norm(x) if self.final_norm is not None else x
@@ -494,14 +548,36 @@ class EncoderClassifier(nn.Module):
 
     def forward(self, tokens: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.encoder(tokens, padding_mask)  # (batch, T, d_model)
-        if self.pooling == "first":
-            pooled = hidden[:, 0]  # (batch, d_model)
-        elif padding_mask is None:
-            pooled = hidden.mean(dim=1)  # (batch, d_model)
-        else:
-            weights = padding_mask.to(hidden.dtype)[..., None]  # (batch, T, 1)
-            pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1)  # (batch, d_model)
+        pooled = hidden[:, 0] if self.pooling == "first" else mean_pool(hidden, padding_mask)  # (batch, d_model)
         return self.head(pooled)  # (batch, num_classes)
+
+
+class TokenClassifier(nn.Module):
+    """An encoder and a linear layer that gives every position its own prediction.
+
+    ``forward(tokens, padding_mask=None, chosen=None)``: logits (batch, T, num_classes);
+    with a boolean ``chosen`` (batch, T), only at those positions: (n_chosen, num_classes),
+    which saves most of the work when few positions are scored. Chapter 4's two-relation
+    model (one layer, a class per answer) and chapter 7's masked language model (a class
+    per word piece) are both this model.
+    """
+
+    def __init__(self, vocab_size: int, num_classes: int, **encoder_options):
+        super().__init__()
+        self.encoder = Encoder(vocab_size, **encoder_options)
+        self.head = nn.Linear(self.encoder.d_model, num_classes)
+
+    def forward(
+        self, tokens: torch.Tensor, padding_mask: torch.Tensor | None = None, chosen: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        hidden = self.encoder(tokens, padding_mask)  # (batch, T, d_model)
+        if chosen is not None:
+            require_padding_mask(chosen, tuple(tokens.shape), "tokens")
+            hidden = hidden[chosen]  # (n_chosen, d_model)
+        return self.head(hidden)
+
+    def attention_weights(self) -> list[torch.Tensor | None]:
+        return self.encoder.attention_weights()
 
 
 class LanguageModel(nn.Module):

@@ -20,9 +20,9 @@ from collections import Counter, defaultdict
 import torch
 from torch import nn
 
-from ..chapter05_helpers import best_invariant_accuracy as reference_best_invariant_accuracy
+from ..analysis.baselines import best_invariant_accuracy as reference_best_invariant_accuracy
 from ..positional import offset_rotation, sinusoidal_encoding
-from ..tasks import PAD
+from ..data.tasks import PAD
 from ..transformer import Encoder
 from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register, require_tensor_like
 

@@ -18,8 +18,8 @@ import numbers
 import torch
 from torch import nn
 
-from ..chapter07_helpers import probe_accuracy, train_linear_probe
-from ..pretrained import mean_pool as reference_mean_pool
+from ..training.transfer import probe_accuracy, train_linear_probe
+from ..transformer import mean_pool as reference_mean_pool
 from ..transformer import Encoder
 from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register
 

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from ..attention import attention_scores, causal_mask, scaled_dot_product_attention
-from ..plotting import ATTENTION_CMAP
+from ..analysis.plotting import ATTENTION_CMAP
+from ..analysis.formatting import format_vector
 from ._base import AttentionWidget, WidgetInputError
 
 __all__ = ["AttentionExplorer", "DEFAULT_SENTENCE", "MAX_TOKENS", "MAX_FEATURES"]
@@ -34,15 +35,6 @@ __all__ = ["AttentionExplorer", "DEFAULT_SENTENCE", "MAX_TOKENS", "MAX_FEATURES"
 DEFAULT_SENTENCE = "the cat sat on the mat"
 MAX_TOKENS = 10
 MAX_FEATURES = 8
-
-
-def _number(value: float) -> str:
-    text = f"{value:.2f}"
-    return "0.00" if float(text) == 0.0 else text
-
-
-def _vector(values: Sequence[float]) -> str:
-    return "[" + ", ".join(_number(v) for v in values) + "]"
 
 
 def drawn_vector(word: str, seed: int, dim: int) -> torch.Tensor:
@@ -280,7 +272,7 @@ class AttentionExplorer(AttentionWidget):
         table.text(0.0, 0.93, "\n".join(self._short(token).ljust(width) for token in tokens), ha="left", **style)
         self.weight_text = table.text(0.0, 0.93, "", ha="left", **style)
         self._weight_prefix = " " * (width + 1)
-        table.text(0.0, 0.93, "\n".join(" " * (width + 6) + "\u00d7 " + _vector(self.vocabulary[token].tolist())
+        table.text(0.0, 0.93, "\n".join(" " * (width + 6) + "\u00d7 " + format_vector(self.vocabulary[token].tolist())
                                         for token in tokens), ha="left", **style)
         # The output sits on the line after a blank one below the rows: the same anchor, T + 1 newlines.
         self.output_text = table.text(0.0, 0.93, "", ha="left", weight="bold", **style)
@@ -307,4 +299,4 @@ class AttentionExplorer(AttentionWidget):
         scale = "÷√d_k" if state["scaled"] else "unscaled"
         mode = " · causal" if state["causal"] else ""
         self.heading.set_text(f"query '{state['query_token']}' · τ={state['temperature']:.2f} · {scale}{mode}")
-        self.output_text.set_text(self._output_prefix + "h = " + _vector(state["output"]))
+        self.output_text.set_text(self._output_prefix + "h = " + format_vector(state["output"]))

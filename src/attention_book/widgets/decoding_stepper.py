@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from matplotlib.patches import Rectangle
 
-from ..plotting import ATTENTION_CMAP
-from ..tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
+from ..analysis.plotting import ATTENTION_CMAP
+from ..data.tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
 from ..transformer import greedy_decode
 from ._base import AttentionWidget, WidgetInputError
 

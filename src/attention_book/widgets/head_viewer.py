@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import ipywidgets as widgets
@@ -35,63 +34,16 @@ from matplotlib.font_manager import FontProperties
 from PIL import Image, ImageDraw, ImageFont
 from torch import nn
 
-from ..plotting import ATTENTION_CMAP
+from ..analysis.plotting import ATTENTION_CMAP
+from ..data.tasks import Encode
 from ._base import AttentionWidget, WidgetInputError, png_bytes
 
-__all__ = ["HeadViewer", "word_encoder", "ALL_HEADS", "MAX_TOKENS"]
+__all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS"]
 
 ALL_HEADS = "all"
 MAX_TOKENS = 40  # beyond this the labels of a heatmap are unreadable
 ANNOTATE_UP_TO = 10  # a single head's weights are written in its cells up to this many tokens
 GRID_COLUMNS = 4  # heads per row of the grid
-
-Encode = Callable[[str], tuple[torch.Tensor, list[str]]]
-
-
-def word_encoder(vocabulary, max_len: int | None = None, lowercase: bool = False) -> Encode:
-    """An ``encode(text) -> (tokens (1, T), labels)`` for a word-level vocabulary.
-
-    ``vocabulary`` is an :class:`~attention_book.Vocabulary`, a mapping ``{word: id}``, or
-    a sequence of words (a word's id is its position). The text is split on white space.
-    ``encode`` raises ValueError for an empty text, unknown words (naming them) and a
-    text of more than ``max_len`` words.
-    """
-    if hasattr(vocabulary, "tokens") and not isinstance(vocabulary, Mapping):
-        vocabulary = list(vocabulary.tokens)
-    if isinstance(vocabulary, Mapping):
-        index = {str(word): int(i) for word, i in vocabulary.items()}
-    elif isinstance(vocabulary, Sequence) and not isinstance(vocabulary, str):
-        index = {str(word): i for i, word in enumerate(vocabulary)}
-    else:
-        raise ValueError(
-            "vocabulary must be an attention_book Vocabulary, a dict {word: id} or a list of words, "
-            f"but a {type(vocabulary).__name__} was given"
-        )
-    if not index:
-        raise ValueError("the vocabulary is empty")
-    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1):
-        raise ValueError(f"max_len must be a positive integer or None, but {max_len!r} was given")
-    examples = ", ".join(word for word in list(index)[:12] if not word.startswith("<"))
-
-    def encode(text: str) -> tuple[torch.Tensor, list[str]]:
-        if not isinstance(text, str):
-            raise ValueError(f"the text must be a string, but a {type(text).__name__} was given")
-        words = (text.lower() if lowercase else text).split()
-        if not words:
-            raise ValueError("the sentence is empty: type a few words separated by spaces")
-        unknown = [word for word in dict.fromkeys(words) if word not in index]
-        if unknown:
-            plural = "s" if len(unknown) > 1 else ""
-            raise ValueError(
-                f"unknown word{plural} {', '.join(repr(w) for w in unknown)}: the model only knows its "
-                f"vocabulary ({len(index)} words, e.g. {examples})"
-            )
-        if max_len is not None and len(words) > max_len:
-            raise ValueError(f"the sentence has {len(words)} words but the model reads at most {max_len}")
-        return torch.tensor([[index[word] for word in words]], dtype=torch.long), words
-
-    return encode
-
 
 def _weights_source(model: nn.Module):
     """The module whose ``attention_weights()`` reports the model's weights."""

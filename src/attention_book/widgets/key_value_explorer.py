@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from ..key_value import soft_lookup
-from ..plotting import ATTENTION_CMAP
+from ..analysis.plotting import ATTENTION_CMAP
+from ..analysis.formatting import format_short, format_vector
 from ._base import AttentionWidget, WidgetInputError
 
 __all__ = ["KeyValueExplorer", "parse_query", "SANITY_KEYS", "SANITY_VALUES"]
@@ -28,16 +29,6 @@ SANITY_KEYS = [[10.0, 0.0, 0.0], [0.0, 10.0, 0.0], [0.0, 0.0, 10.0], [0.0, 0.0, 
 SANITY_VALUES = [[1.0, 0.0, 0.0], [10.0, 0.0, 0.0], [100.0, 5.0, 0.0], [1000.0, 6.0, 0.0]]
 MAX_KEYS = 12
 MAX_COMPONENTS = 8
-
-
-def _number(value: float) -> str:
-    """Short, readable text for one number: 10, 5.5, 0.25, 1000."""
-    text = f"{value:.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def _vector(values: Sequence[float]) -> str:
-    return "[" + ", ".join(_number(v) for v in values) + "]"
 
 
 def parse_query(text: str, size: int, limit: float) -> list[float]:
@@ -65,7 +56,7 @@ def parse_query(text: str, size: int, limit: float) -> list[float]:
     for index, number in enumerate(numbers):
         if abs(number) > limit:
             raise WidgetInputError(
-                f"component {index + 1} is {_number(number)}, but the sliders go from {_number(-limit)} to {_number(limit)}"
+                f"component {index + 1} is {format_short(number)}, but the sliders go from {format_short(-limit)} to {format_short(limit)}"
             )
     return numbers
 
@@ -113,7 +104,7 @@ class KeyValueExplorer(AttentionWidget):
             )
         count, size = keys.shape
         if key_labels is None:
-            key_labels = [f"key {i + 1}\n{_vector(key.tolist())}" for i, key in enumerate(keys)]
+            key_labels = [f"key {i + 1}\n{format_vector(key.tolist(), number=format_short)}" for i, key in enumerate(keys)]
         key_labels = [str(label) for label in key_labels]
         if len(key_labels) != count:
             raise ValueError(f"key_labels has {len(key_labels)} labels but there are {count} keys")
@@ -139,7 +130,7 @@ class KeyValueExplorer(AttentionWidget):
             for i in range(size)
         ]
         self.query_text = widgets.Text(
-            value=_vector(start)[1:-1],
+            value=format_vector(start, number=format_short)[1:-1],
             description="query",
             placeholder=", ".join(["0"] * size),
             continuous_update=False,
@@ -177,7 +168,7 @@ class KeyValueExplorer(AttentionWidget):
                 for slider, number in zip(self.sliders, query):
                     slider.value = number
             if text:
-                self.query_text.value = _vector(query)[1:-1]
+                self.query_text.value = format_vector(query, number=format_short)[1:-1]
         finally:
             self._syncing = False
 
@@ -241,7 +232,7 @@ class KeyValueExplorer(AttentionWidget):
         self.score_texts, self.weight_texts = [], []
         for i, (name, value) in enumerate(zip(names, self.values_cpu.tolist())):
             cell(i + 2.3, "key", name)
-            cell(i + 2.3, "value", "\u00d7 " + _vector(value))
+            cell(i + 2.3, "value", "\u00d7 " + format_vector(value, number=format_short))
             self.score_texts.append(cell(i + 2.3, "score"))
             self.weight_texts.append(cell(i + 2.3, "weight"))
         self.result_text = cell(count + 2.8, "key", weight="bold")
@@ -256,5 +247,5 @@ class KeyValueExplorer(AttentionWidget):
             bar.set_facecolor(self.colour_map(weight))
             score_text.set_text(f"{score:.2f}")
             weight_text.set_text(f"{weight:.2f}")
-        self.query_line.set_text(f"query = {_vector(state['query'])}")
-        self.result_text.set_text(f"returned = {_vector(state['value'])}")
+        self.query_line.set_text(f"query = {format_vector(state['query'], number=format_short)}")
+        self.result_text.set_text(f"returned = {format_vector(state['value'], number=format_short)}")

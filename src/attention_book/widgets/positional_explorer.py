@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib import font_manager
 from PIL import Image, ImageDraw, ImageFont
 
-from ..plotting import ATTENTION_CMAP
+from ..analysis.plotting import ATTENTION_CMAP
 from ..positional import sinusoidal_encoding, sinusoidal_frequencies
 from ._base import AttentionWidget, WidgetInputError
 

@@ -26,8 +26,9 @@ import numpy as np
 import torch
 
 from ..attention import softmax
-from ..plotting import ATTENTION_CMAP
+from ..analysis.plotting import ATTENTION_CMAP
 from ..soft_hard import entropy, hardmax, sparsemax
+from ..analysis.formatting import format_exact, format_weight
 from ._base import AttentionWidget, WidgetInputError, png_bytes
 
 __all__ = [
@@ -54,20 +55,9 @@ COLOURS = {"softmax": "#1f77b4", "sparsemax": "#ff7f0e", "hardmax": "#2ca02c"}
 STYLES = {"softmax": "-", "sparsemax": "--", "hardmax": ":"}
 
 
-def _number(value: float) -> str:
-    """Short text for a score that reads back the same to 6 significant digits: 1.9, -0.4, 2, 0.125."""
-    text = f"{value:.6g}"
-    return "0" if text == "-0" else text
-
-
-def _weight(value: float) -> str:
-    """A weight for a bar label: ``0`` only when exactly zero, else two decimals."""
-    return "0" if value == 0.0 else f"{value:.2f}"
-
-
 def format_scores(labels: Sequence[str], scores: Sequence[float]) -> str:
     """``"the=0.2, river=1.9"``: the text the scores box shows (what :func:`parse_scores` reads)."""
-    return ", ".join(f"{label}={_number(score)}" for label, score in zip(labels, scores))
+    return ", ".join(f"{label}={format_exact(score)}" for label, score in zip(labels, scores))
 
 
 def parse_scores(text: str, limit: float = SCORE_LIMIT, max_keys: int = MAX_KEYS) -> tuple[list[str], list[float]]:
@@ -98,7 +88,7 @@ def parse_scores(text: str, limit: float = SCORE_LIMIT, max_keys: int = MAX_KEYS
             raise WidgetInputError(f"{number.strip()!r} (entry {index + 1}) is not a finite number")
         if abs(score) > limit:
             raise WidgetInputError(
-                f"the score of {label!r} is {_number(score)}; keep scores between {_number(-limit)} and {_number(limit)}"
+                f"the score of {label!r} is {format_exact(score)}; keep scores between {format_exact(-limit)} and {format_exact(limit)}"
             )
         labels.append(label)
         scores.append(score)
@@ -296,7 +286,7 @@ class SoftHardExplorer(AttentionWidget):
             bar.set_height(weight)
             bar.set_facecolor(self.colour_map(weight))
             text.set_position((j, weight + 0.02))
-            text.set_text(_weight(weight))
+            text.set_text(format_weight(weight))
         self.info_texts[name].set_text(f"{entropy_nats:.2f}\n{nonzero} of {len(weights)}")
 
     def draw(self, state: dict) -> None:

@@ -1,8 +1,11 @@
-"""A small training loop for the book's models, with a progress bar and a history.
+"""The book's one training loop, with a progress bar and one record of what it did.
 
 The loop knows nothing about tasks: a *loss function* ``loss_fn(model, batch) ->
 scalar tensor`` and a *metric* ``metric_fn(model, batch) -> (correct, total)`` say
-what to compute. Ready-made ones for the synthetic tasks are below.
+what to compute (ready-made ones: :mod:`attention_book.training.losses`). Every model
+the book trains goes through :func:`fit`: chapters 2 and 4-6 with a ``DataLoader`` and
+Adam, chapter 7's recipes (:mod:`attention_book.training.transfer`) with length-sorted
+batches and their own AdamW.
 """
 
 from __future__ import annotations
@@ -14,12 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 from tqdm.auto import tqdm
 
-from .tasks import BOS, EOS, PAD
-from .transformer import greedy_decode
+from .._validation import require_count
+from ..modes import evaluating
 
 __all__ = [
     "set_seed",
@@ -27,14 +29,12 @@ __all__ = [
     "fit",
     "evaluate",
     "move_batch",
-    "seq2seq_loss",
-    "seq2seq_exact_match",
-    "classification_loss",
-    "classification_accuracy",
+    "evaluating",
 ]
 
 LossFn = Callable[[nn.Module, dict], torch.Tensor]
 MetricFn = Callable[[nn.Module, dict], tuple[int, int]]
+StepHook = Callable[[int, dict, float], None]
 
 
 def set_seed(seed: int) -> None:
@@ -46,7 +46,9 @@ def set_seed(seed: int) -> None:
 
 @dataclass
 class History:
-    """What ``fit`` saw: the loss of every step and the validation metric after each epoch."""
+    """What ``fit`` did: the loss and learning rate of every step, the validation metric
+    after each epoch, how many steps, examples and (where the batches have a padding mask)
+    real tokens it trained on, and how long it took."""
 
     step_loss: list[float] = field(default_factory=list)
     epoch: list[int] = field(default_factory=list)
@@ -54,6 +56,8 @@ class History:
     seconds: float = 0.0
     steps: int = 0
     learning_rate: list[float] = field(default_factory=list)
+    examples_seen: int = 0
+    tokens_seen: int = 0
 
     def plot(self, ax=None, title: str = "Training"):
         """Loss per step (left axis) and validation metric per epoch (right axis, if any)."""
@@ -103,29 +107,44 @@ def fit(
     description: str = "training",
     schedule: str | None = None,
     warmup_fraction: float = 0.1,
+    optimizer: torch.optim.Optimizer | None = None,
+    on_step: StepHook | None = None,
 ) -> History:
-    """Train ``model`` with Adam; returns a :class:`History`.
+    """Train ``model``; returns a :class:`History`.
 
-    Stops after ``epochs`` epochs, after ``max_steps`` steps, or as soon as the
-    validation metric reaches ``target`` (checked after each epoch).
+    Each step: move the batch to the device, compute ``loss_fn(model, batch)``, zero the
+    gradients, backpropagate, clip the gradient norm to ``clip_norm`` (None: no clipping),
+    take an optimizer step, then call ``on_step(step, batch, loss)`` if given. Stops after
+    ``epochs`` passes over ``train_loader``, after ``max_steps`` steps, or as soon as the
+    validation metric reaches ``target`` (checked after each epoch). The model is left in
+    evaluation mode.
 
-    ``schedule=None`` keeps the learning rate at ``lr``. ``schedule="linear"`` warms it up
-    from 0 to ``lr`` over the first ``warmup_fraction`` of the planned steps (``epochs``
-    times the batches per epoch, or ``max_steps`` if fewer), then lowers it linearly to 0
-    at the last planned step, the recipe of the original Transformer in simpler form. The
-    rate of every step is kept in ``History.learning_rate``.
+    The optimizer is Adam with ``lr`` and ``weight_decay`` unless ``optimizer`` is given
+    (e.g. AdamW with one learning rate per parameter group); then ``lr`` and
+    ``weight_decay`` must stay at their defaults, and the rates set in it are used.
+
+    ``schedule=None`` keeps every learning rate as it is. ``schedule="linear"`` warms it up
+    from 0 over the first ``warmup_fraction`` of the planned steps (``epochs`` times the
+    batches per epoch, or ``max_steps`` if fewer), then lowers it linearly to 0 at the last
+    planned step, the recipe of the original Transformer in simpler form. The rate of every
+    step (of the first parameter group) is kept in ``History.learning_rate``.
     """
-    if epochs < 1:
-        raise ValueError(f"epochs must be at least 1, but {epochs!r} was given")
+    require_count(epochs, "epochs")
+    if max_steps is not None:
+        require_count(max_steps, "max_steps")
     if (target is not None or valid_loader is not None) and (valid_loader is None or metric_fn is None):
         raise ValueError("a validation target needs both valid_loader and metric_fn")
     if schedule not in (None, "linear"):
         raise ValueError(f"schedule must be None or 'linear', but {schedule!r} was given")
     if not 0.0 <= warmup_fraction < 1.0:
         raise ValueError(f"warmup_fraction must lie in [0, 1), but {warmup_fraction!r} was given")
+    if optimizer is not None and (lr != 1e-3 or weight_decay != 0.0):
+        raise ValueError("give either an optimizer or lr/weight_decay for fit's own Adam, not both")
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    if optimizer is None:
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    base_rates = [group["lr"] for group in optimizer.param_groups]
     history = History()
     start = time.perf_counter()
     total = epochs * len(train_loader) if hasattr(train_loader, "__len__") else None
@@ -141,8 +160,9 @@ def fit(
         model.train()
         for batch in train_loader:
             batch = move_batch(batch, device)
-            for group in optimizer.param_groups:
-                group["lr"] = lr * rate(history.steps)
+            factor = rate(history.steps)
+            for group, base in zip(optimizer.param_groups, base_rates):
+                group["lr"] = base * factor
             history.learning_rate.append(optimizer.param_groups[0]["lr"])
             loss = loss_fn(model, batch)
             optimizer.zero_grad()
@@ -150,10 +170,16 @@ def fit(
             if clip_norm is not None:
                 nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
             optimizer.step()
-            history.step_loss.append(loss.item())
+            value = loss.item()
+            history.step_loss.append(value)
             history.steps += 1
+            history.examples_seen += len(next(iter(batch.values())))
+            if "padding_mask" in batch:
+                history.tokens_seen += int(batch["padding_mask"].sum())
+            if on_step is not None:
+                on_step(history.steps, batch, value)
             bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}")
+            bar.set_postfix(loss=f"{value:.3f}")
             if max_steps is not None and history.steps >= max_steps:
                 done = True
                 break
@@ -190,43 +216,12 @@ def _schedule(name: str | None, planned: int, warmup_fraction: float) -> Callabl
 def evaluate(model: nn.Module, loader: Iterable[dict], metric_fn: MetricFn, device: torch.device | str | None = None) -> float:
     """The fraction ``sum(correct) / sum(total)`` of ``metric_fn`` over ``loader``."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     correct = total = 0
-    for batch in loader:
-        right, count = metric_fn(model, move_batch(batch, device))
-        correct += int(right)
-        total += int(count)
-    model.train(was_training)
+    with evaluating(model):
+        for batch in loader:
+            right, count = metric_fn(model, move_batch(batch, device))
+            correct += int(right)
+            total += int(count)
     if total == 0:
         raise ValueError("the evaluation loader produced no examples")
     return correct / total
-
-
-def seq2seq_loss(model: nn.Module, batch: dict) -> torch.Tensor:
-    """Teacher-forced cross-entropy of an :class:`EncoderDecoder` on a SequenceTask batch."""
-    logits = model(batch["source"], batch["target_in"], batch["source_padding"], batch["target_padding"])
-    # (batch, T_out, vocab) -> (batch * T_out, vocab) against (batch * T_out,)
-    return F.cross_entropy(logits.flatten(0, 1), batch["target_out"].flatten(), ignore_index=PAD)
-
-
-def seq2seq_exact_match(model: nn.Module, batch: dict) -> tuple[int, int]:
-    """Sequences whose greedy decoding (up to and including EOS) equals the answer exactly."""
-    target = batch["target_out"]  # (batch, max_len + 1): answer, EOS, PAD...
-    generated = greedy_decode(model, batch["source"], target.shape[1], bos=BOS, eos=EOS, source_padding=batch["source_padding"])
-    width = generated.shape[1]
-    padded = torch.full_like(target, EOS)
-    padded[:, :width] = generated
-    real = target != PAD  # compare up to and including EOS
-    correct = ((padded == target) | ~real).all(dim=1)
-    return int(correct.sum()), len(target)
-
-
-def classification_loss(model: nn.Module, batch: dict) -> torch.Tensor:
-    """Cross-entropy of a model mapping ``batch["tokens"]`` to logits against ``batch["label"]``."""
-    return F.cross_entropy(model(batch["tokens"]), batch["label"])
-
-
-def classification_accuracy(model: nn.Module, batch: dict) -> tuple[int, int]:
-    predictions = model(batch["tokens"]).argmax(dim=-1)
-    return int((predictions == batch["label"]).sum()), len(predictions)

@@ -2,8 +2,8 @@
 
 Usage (the Makefile's ``exercises`` target)::
 
-    python -m attention_book.exercises.generate notebooks notebooks/exercises
-    python -m attention_book.exercises.generate --check notebooks notebooks/exercises
+    python tools/generate_exercises.py notebooks notebooks/exercises
+    python tools/generate_exercises.py --check notebooks notebooks/exercises
 
 For every chapter ``SRC/NN_name.ipynb`` this writes ``DST/NN_name.ipynb`` where
 
@@ -415,7 +415,7 @@ def expected_outputs(source_dir: Path, target_dir: Path) -> tuple[dict[Path, str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m attention_book.exercises.generate",
+        prog="python tools/generate_exercises.py",
         description="Write exercise notebooks (solutions replaced by stubs) from the chapters.",
     )
     parser.add_argument("source", type=Path, help="folder with the chapters NN_*.ipynb (e.g. notebooks)")
@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     known = set(outputs) | set(problems)
     orphans = sorted(set(chapters(arguments.target)) - known) if arguments.target.is_dir() else []
     stale = [path for path, text in outputs.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
-    command = f"python -m attention_book.exercises.generate {arguments.source} {arguments.target}"
+    command = f"python tools/generate_exercises.py {arguments.source} {arguments.target}"
 
     if arguments.check:
         for path in stale:

@@ -1,18 +1,6 @@
-"""Chapter 3 helpers: the figures of "Soft, hard and sparse attention".
+"""Chapter 3's figures: weight bars, sparsemax's threshold, the beta sweep, hard attention's flat gradient, losses.
 
-None of this is the lesson (the chapter computes every number it plots in its own
-cells); it keeps those cells short:
-
-* :func:`format_vector` prints a vector with a fixed number of decimals (from chapter 1), and
-  :func:`format_weights` a weight vector whose exact zeros print as ``0``;
-* :func:`plot_weight_bars` draws several weight vectors over the same keys side by side,
-  each bar labelled with its weight (an exact zero as ``0``), each panel with its norms;
-* :func:`plot_threshold` draws sparsemax as scores cut by a threshold theta;
-* :func:`plot_beta_sweep` draws the entropy and the number of non-zero weights against
-  the inverse temperature beta;
-* :func:`plot_weight_against_score` draws one key's weight, and its slope, as its own
-  score varies: the picture of why hard attention has no useful gradient;
-* :func:`plot_losses` draws training-loss curves, one per way of computing the weights.
+Presentation only: chapter 3 computes every number it plots in its own cells.
 """
 
 from __future__ import annotations
@@ -23,21 +11,20 @@ from collections.abc import Mapping, Sequence
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 
-from .chapter01_helpers import format_vector
-from .plotting import ATTENTION_CMAP, to_numpy
+from ..analysis.formatting import format_weight, to_numpy
+from ..analysis.plotting import ATTENTION_CMAP
 
 __all__ = [
-    "format_vector",
-    "format_weight",
-    "format_weights",
     "plot_weight_bars",
     "plot_threshold",
     "plot_beta_sweep",
     "plot_weight_against_score",
     "plot_losses",
+    "METHOD_COLOURS",
+    "METHOD_STYLES",
 ]
+
 
 # One colour per way of turning scores into weights, used by every line plot of the chapter
 # (colour-blind-safe choices from matplotlib's "tab10"; the bar charts use ATTENTION_CMAP).
@@ -51,30 +38,6 @@ def _colour(name: str) -> str:
 
 def _style(name: str) -> str:
     return METHOD_STYLES.get(name.split("(")[0].strip().split()[0], "-")
-
-
-def format_weight(weight: float, digits: int = 2) -> str:
-    """``0`` for a weight that is exactly zero, else the weight with ``digits`` decimals.
-
-    Sparsemax and hardmax give exact zeros, softmax only tiny positive weights; writing them
-    differently (``0`` versus ``0.00``) keeps that difference visible in tables and figures.
-    """
-    weight = float(weight)
-    return "0" if weight == 0.0 else f"{weight:.{digits}f}"
-
-
-def format_weights(weights, digits: int = 2) -> str:
-    """``[   0, 0.70, 0.30,    0,    0]``: a weight vector with exact zeros printed as ``0``.
-
-    A weight that is merely tiny prints as ``0.00``, so an exact zero (sparsemax, hardmax,
-    top-k) and a small positive weight (softmax) look different. Entries are padded to one
-    width so that rows printed one under another line up. Float64 weights are not rounded to
-    float32 first (a weight of 1e-74 is not zero).
-    """
-    if isinstance(weights, torch.Tensor):
-        weights = weights.detach().double().cpu().numpy()
-    numbers = np.asarray(weights, dtype=float).reshape(-1)
-    return "[" + ", ".join(format_weight(weight, digits).rjust(digits + 2) for weight in numbers) + "]"
 
 
 def plot_weight_bars(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .pretrained import installed_file
+from .._files import installed_file
 
 __all__ = [
     "REVIEWS_PACKAGE",

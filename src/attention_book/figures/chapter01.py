@@ -1,66 +1,24 @@
-"""Chapter 1 helpers: printing, the two-dimensional picture and the cost measurements.
+"""Chapter 1's figures: tokens and outputs in the plane, saturation of the softmax, timings against T.
 
-None of this is the lesson (that is written out in the chapter); it keeps the
-chapter's cells short:
-
-* :func:`format_vector` prints a vector with a fixed number of decimals, so that
-  printed outputs never depend on the last bits of a float;
-* :func:`plot_tokens_and_outputs` draws tokens of two features as points and shows
-  where self-attention moves each of them (every output lies inside the triangle,
-  more generally the convex hull, of the tokens);
-* :func:`attention_cost` counts the multiply-adds and the memory of the weight
-  matrix, exactly; :func:`time_attention` measures the wall-clock time (which varies
-  from run to run) and :func:`plot_timings` draws it against the sequence length.
+Presentation only: chapter 1 computes every number it plots in its own cells (the costs
+and timings come from :mod:`attention_book.analysis.cost`).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
 from matplotlib.patches import Polygon
 
-from .attention import scaled_dot_product_attention
-from .plotting import to_numpy
+from ..analysis.formatting import to_numpy
 
 __all__ = [
-    "format_vector",
-    "format_bytes",
     "plot_tokens_and_outputs",
     "plot_saturation",
-    "attention_cost",
-    "time_attention",
-    "loglog_slope",
     "plot_timings",
 ]
-
-
-def format_vector(values, digits: int = 2) -> str:
-    """``[0.91, 0.67]``: a 1-D tensor, array or list printed with ``digits`` decimals.
-
-    Negative zeros print as ``0.00`` so that outputs do not depend on rounding noise.
-    """
-    numbers = to_numpy(values).reshape(-1)
-    parts = []
-    for number in numbers:
-        text = f"{number:.{digits}f}"
-        if float(text) == 0.0:
-            text = f"{0.0:.{digits}f}"
-        parts.append(text)
-    return "[" + ", ".join(parts) + "]"
-
-
-def format_bytes(count: int) -> str:
-    """``16.0 GiB``: a number of bytes in the largest binary unit that keeps it at least 1."""
-    value = float(count)
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def plot_tokens_and_outputs(
@@ -142,63 +100,6 @@ def plot_saturation(dims, top_unscaled, top_scaled, slope_unscaled, slope_scaled
     right.set_ylabel("mean $a(1 - a)$")
     right.set_title("How much the largest weight can still move")
     return figure
-
-
-def attention_cost(T: int, d_k: int, d_v: int | None = None, bytes_per_number: int = 4) -> dict[str, int]:
-    """Exact work and memory of single-head self-attention over T tokens.
-
-    Returns multiply-adds for the scores ``Q K^T`` (``T * T * d_k``) and for the
-    output ``A V`` (``T * T * d_v``), the number of entries of the weight matrix
-    ``A`` (``T * T``) and the bytes it takes (``bytes_per_number`` each, 4 for float32).
-    """
-    if not isinstance(T, int) or T < 1 or not isinstance(d_k, int) or d_k < 1:
-        raise ValueError(f"T and d_k must be positive integers, but T={T!r} and d_k={d_k!r} were given")
-    d_v = d_k if d_v is None else d_v
-    return {
-        "score_multiply_adds": T * T * d_k,
-        "output_multiply_adds": T * T * d_v,
-        "weight_entries": T * T,
-        "weight_bytes": T * T * bytes_per_number,
-    }
-
-
-def time_attention(
-    lengths: Sequence[int],
-    d_k: int = 64,
-    repeats: int = 3,
-    device: torch.device | str = "cpu",
-    seed: int = 0,
-) -> list[float]:
-    """Wall-clock seconds of ``scaled_dot_product_attention`` for each sequence length.
-
-    One sequence of T random tokens with d_k features is attended over itself
-    (Q = K = V), after one untimed warm-up call. Each length is timed ``repeats``
-    times and the fastest run is kept: on a shared machine, slower runs measure
-    interruptions by other programs rather than attention. Timings still vary from
-    run to run and machine to machine: never compare them with stored outputs.
-    """
-    device = torch.device(device)
-    generator = torch.Generator().manual_seed(seed)
-    seconds = []
-    for T in lengths:
-        x = torch.randn(T, d_k, generator=generator).to(device)  # (T, d_k)
-        scaled_dot_product_attention(x, x, x)  # warm-up
-        runs = []
-        for _ in range(repeats):
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            start = time.perf_counter()
-            scaled_dot_product_attention(x, x, x)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            runs.append(time.perf_counter() - start)
-        seconds.append(min(runs))
-    return seconds
-
-
-def loglog_slope(lengths: Sequence[int], seconds: Sequence[float]) -> float:
-    """Slope of the least-squares line through (log T, log time): 2 for a cost that grows like T^2."""
-    return float(np.polyfit(np.log(np.asarray(lengths, dtype=float)), np.log(np.asarray(seconds, dtype=float)), 1)[0])
 
 
 def plot_timings(lengths: Sequence[int], seconds: Sequence[float], ax=None, title: str | None = None, device: str = "cpu"):

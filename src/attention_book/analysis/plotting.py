@@ -1,7 +1,9 @@
-"""Figures of attention weights, drawn the same way in every chapter.
+"""Heatmaps drawn the same way in every chapter: one function, one colour map.
 
-One sequential, colour-blind-safe colour map (viridis) for all attention weights;
-rows are queries, columns are keys; token labels on both axes.
+One sequential, colour-blind-safe colour map (viridis, :data:`ATTENTION_CMAP`) for every
+heatmap the book draws; for attention weights rows are queries, columns are keys, with
+token labels on both axes. Chapters 1-7 and every widget use it; chapter-specific figures
+live in :mod:`attention_book.figures`.
 """
 
 from __future__ import annotations
@@ -9,18 +11,47 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
-import numpy as np
 import torch
 
-__all__ = ["ATTENTION_CMAP", "plot_attention", "plot_attention_grid", "to_numpy"]
+from .formatting import to_numpy
+
+__all__ = ["ATTENTION_CMAP", "heatmap", "plot_attention", "plot_attention_grid"]
 
 ATTENTION_CMAP = "viridis"
 
 
-def to_numpy(weights) -> np.ndarray:
-    if isinstance(weights, torch.Tensor):
-        return weights.detach().float().cpu().numpy()
-    return np.asarray(weights, dtype=float)
+def heatmap(
+    matrix,
+    ax=None,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    colorbar_label: str | None = None,
+    vmin: float | None = None,
+    vmax: float | None = None,
+    aspect: str = "auto",
+    figsize: tuple[float, float] = (4.6, 3.8),
+):
+    """The book's one heatmap: a 2-D matrix in :data:`ATTENTION_CMAP`, labelled axes, a colour bar if labelled.
+
+    Returns the axes (a new figure of ``figsize`` when ``ax`` is None). Attention weights,
+    encoding tables, similarity and score matrices and head scores are all drawn with it.
+    """
+    values = to_numpy(matrix).astype(float)
+    if values.ndim != 2:
+        raise ValueError(f"a heatmap needs a 2-D matrix, but got shape {values.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    image = ax.imshow(values, cmap=ATTENTION_CMAP, vmin=vmin, vmax=vmax, aspect=aspect, interpolation="nearest")
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if colorbar_label is not None:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
+    return ax
 
 
 def _check_labels(labels, size: int, name: str):
@@ -58,13 +89,9 @@ def plot_attention(
     key_labels = _check_labels(key_labels, columns, "key_labels")
     if ax is None:
         _, ax = plt.subplots(figsize=(1.0 + 0.45 * columns, 0.8 + 0.4 * rows))
-    image = ax.imshow(matrix, cmap=ATTENTION_CMAP, vmin=0.0, vmax=vmax, aspect="auto")
+    heatmap(matrix, ax, title, "keys (attended to)", "queries (attending)", "attention weight" if colorbar else None, 0.0, vmax)
     ax.set_xticks(range(columns), key_labels, rotation=90 if max(map(len, key_labels), default=0) > 2 else 0)
     ax.set_yticks(range(rows), query_labels)
-    ax.set_xlabel("keys (attended to)")
-    ax.set_ylabel("queries (attending)")
-    if title:
-        ax.set_title(title)
     if annotate is None:
         annotate = rows <= 10 and columns <= 10
     if annotate:
@@ -73,8 +100,6 @@ def plot_attention(
             for j in range(columns):
                 ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=8,
                         color="black" if matrix[i, j] > 0.6 * top else "white")
-    if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
     return ax
 
 
@@ -103,7 +128,7 @@ def plot_attention_grid(
     for layer in range(layers):
         for head in range(heads):
             ax = axes[layer, head]
-            ax.imshow(grid[layer, head], cmap=ATTENTION_CMAP, vmin=0.0, vmax=1.0)
+            heatmap(grid[layer, head], ax, vmin=0.0, vmax=1.0, aspect="equal")
             ax.set_xticks(range(columns), key_labels if layer == layers - 1 else [], rotation=90, fontsize=7)
             ax.set_yticks(range(rows), query_labels if head == 0 else [], fontsize=7)
             if layer == 0:

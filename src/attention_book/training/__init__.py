@@ -1,0 +1,42 @@
+"""Floor 2, training: the one loop, the losses and metrics, and chapter 7's transfer-learning recipes.
+
+=====================  =========================================================  =======
+module                 what it holds                                              chapter
+=====================  =========================================================  =======
+``training.loop``      ``fit`` (hooks, one ``History`` record), ``evaluate``,      2-7
+                       ``set_seed``, ``evaluating``
+``training.losses``    classification, per-token, masked-token and seq2seq        2, 4-7
+                       losses with their metrics
+``training.transfer``  from scratch, MLM pretraining, features, linear probe,      7
+                       fine-tuning the top layers
+=====================  =========================================================  =======
+
+Imports floors 0-2 only (model code and data), never analysis, figures, widgets or exercises.
+"""
+
+from .loop import History, evaluate, evaluating, fit, move_batch, set_seed
+from .losses import (
+    classification_accuracy,
+    classification_loss,
+    masked_token_loss,
+    seq2seq_exact_match,
+    seq2seq_loss,
+    token_accuracy,
+    token_loss,
+)
+
+__all__ = [
+    "History",
+    "fit",
+    "evaluate",
+    "evaluating",
+    "move_batch",
+    "set_seed",
+    "classification_loss",
+    "classification_accuracy",
+    "token_loss",
+    "token_accuracy",
+    "masked_token_loss",
+    "seq2seq_loss",
+    "seq2seq_exact_match",
+]
