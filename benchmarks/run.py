@@ -253,16 +253,15 @@ def _two_relation_case():
     def train(smoke: bool):
         from torch.utils.data import DataLoader
 
-        from attention_book.chapter04_helpers import TwoRelationModel, TwoRelationTask, token_accuracy, token_loss
-
-        train_set = TwoRelationTask(4000 if not smoke else 256, seed=1)
-        held_out = TwoRelationTask(1000 if not smoke else 64, seed=2)
+        train_set = ab.TwoRelationTask(4000 if not smoke else 256, seed=1)
+        held_out = ab.TwoRelationTask(1000 if not smoke else 64, seed=2)
         ab.set_seed(0)
-        model = TwoRelationModel(len(train_set.vocabulary), train_set.num_classes, num_heads=2)
+        model = ab.TokenClassifier(len(train_set.vocabulary), train_set.num_classes, d_model=32, num_heads=2, d_ff=64,
+                                   num_layers=1, max_len=train_set.length)
         return ab.fit(
-            model, DataLoader(train_set, batch_size=64, shuffle=True), token_loss,
+            model, DataLoader(train_set, batch_size=64, shuffle=True), ab.token_loss,
             epochs=20 if not smoke else 1, lr=5e-3, valid_loader=DataLoader(held_out, batch_size=1000),
-            metric_fn=token_accuracy, target=0.99, device="cpu", progress=False,
+            metric_fn=ab.token_accuracy, target=0.99, device="cpu", progress=False,
         )
 
     return "two relations, two heads (chapter 4, token accuracy on held-out)", 0.99, train, 1
@@ -272,17 +271,15 @@ def _word_order_case():
     def train(smoke: bool):
         from torch.utils.data import DataLoader, RandomSampler
 
-        from attention_book.chapter05_helpers import WordOrderTask, order_accuracy, order_loss
-
-        train_set = WordOrderTask(4000 if not smoke else 256, min_len=4, max_len=8, pad_to=12, seed=1)
-        held_out = WordOrderTask(1000 if not smoke else 64, min_len=4, max_len=8, pad_to=12, seed=2)
+        train_set = ab.WordOrderTask(4000 if not smoke else 256, min_len=4, max_len=8, pad_to=12, seed=1)
+        held_out = ab.WordOrderTask(1000 if not smoke else 64, min_len=4, max_len=8, pad_to=12, seed=2)
         ab.set_seed(0)
         model = ab.EncoderClassifier(len(train_set.vocab), 2, pooling="mean", positional="sinusoidal",
                                      d_model=32, num_heads=2, d_ff=64, num_layers=1, max_len=16)
         every_10_steps = DataLoader(train_set, batch_size=64, sampler=RandomSampler(train_set, num_samples=640))
         return ab.fit(
-            model, every_10_steps, order_loss, epochs=15 if not smoke else 1, lr=3e-3,
-            valid_loader=DataLoader(held_out, batch_size=1000), metric_fn=order_accuracy,
+            model, every_10_steps, ab.classification_loss, epochs=15 if not smoke else 1, lr=3e-3,
+            valid_loader=DataLoader(held_out, batch_size=1000), metric_fn=ab.classification_accuracy,
             target=0.99, device="cpu", progress=False,
         )
 

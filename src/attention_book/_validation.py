@@ -1,4 +1,4 @@
-"""Input checks shared by the reference implementation.
+"""Input checks shared by the reference implementation (floor 0: every module of chapters 1-7 uses them).
 
 Every public function checks its inputs here, so that a wrong shape produces a
 ``ValueError`` that says what was expected and what was given, instead of a
@@ -76,8 +76,11 @@ def check_mask(mask: torch.Tensor | None, target_shape: tuple[int, ...], layout:
 def require_count(value: object, name: str, minimum: int = 1, maximum: int | None = None) -> int:
     """An integer (not a bool) of at least ``minimum`` (and at most ``maximum``), or a ValueError naming it."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum is not None and value > maximum):
-        bound = f"from {minimum} to {maximum}" if maximum is not None else f"of at least {minimum}"
-        raise ValueError(f"{name} must be an integer {bound}, but {value!r} was given")
+        if maximum is not None:
+            kind = f"an integer from {minimum} to {maximum}"
+        else:
+            kind = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer of at least {minimum}")
+        raise ValueError(f"{name} must be {kind}, but {value!r} was given")
     return value
 
 

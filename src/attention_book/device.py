@@ -1,4 +1,4 @@
-"""Where computations run: CUDA, then Apple's MPS, then the CPU.
+"""Where computations run: CUDA, then Apple's MPS, then the CPU (every chapter's setup and every widget).
 
 The environment variable ``ATTENTION_BOOK_DEVICE`` (e.g. ``cpu`` or ``cuda``)
 overrides the automatic choice, which is how the test suite is run on a GPU.

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validation import check_mask, describe_shape, require_exact_rank, require_floating, require_tensor
+from ._validation import check_mask, describe_shape, require_count, require_exact_rank, require_floating, require_tensor
 from .attention import scaled_dot_product_attention
 
 __all__ = ["split_heads", "merge_heads", "MultiHeadAttention"]
@@ -39,8 +39,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """
     require_tensor(x, "x")
     require_exact_rank(x, "x", 3, "(batch, T, d_model)")
-    if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-        raise ValueError(f"num_heads must be a positive integer, but {num_heads!r} was given")
+    require_count(num_heads, "num_heads", 1)
     batch, T, d_model = x.shape
     if d_model % num_heads:
         raise ValueError(f"d_model={d_model} is not divisible by num_heads={num_heads}")
@@ -82,10 +81,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, d_head: int | None = None):
         super().__init__()
-        if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
-            raise ValueError(f"d_model must be a positive integer, but {d_model!r} was given")
-        if isinstance(num_heads, bool) or not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(f"num_heads must be a positive integer, but {num_heads!r} was given")
+        require_count(d_model, "d_model", 1)
+        require_count(num_heads, "num_heads", 1)
         if d_head is not None and (isinstance(d_head, bool) or not isinstance(d_head, int) or d_head < 1):
             raise ValueError(f"d_head must be a positive integer or None, but {d_head!r} was given")
         if d_head is None and d_model % num_heads:

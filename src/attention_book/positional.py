@@ -20,7 +20,7 @@ import math
 import torch
 from torch import nn
 
-from ._validation import describe_shape, require_exact_rank, require_rank, require_tensor
+from ._validation import describe_shape, require_count, require_exact_rank, require_rank, require_tensor
 
 __all__ = [
     "sinusoidal_encoding",
@@ -31,11 +31,6 @@ __all__ = [
     "rotate_half",
     "apply_rotary",
 ]
-
-
-def _check_positive_int(value: object, name: str) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, but {value!r} was given")
 
 
 def _check_base(base: object) -> float:
@@ -50,7 +45,7 @@ def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> torch.Tensor:
     Pair i repeats every ``2 pi / omega_i`` positions: from 2 pi (pair 0) to almost
     ``2 pi * base`` (the last pair). Float64, on the CPU.
     """
-    _check_positive_int(d_model, "d_model")
+    require_count(d_model, "d_model")
     base = _check_base(base)
     pair_index = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(d/2),) holds 2i
     return torch.exp(-math.log(base) * pair_index / d_model)  # 1 / base^(2i/d)
@@ -62,7 +57,7 @@ def sinusoidal_encoding(num_positions: int, d_model: int, base: float = 10000.0)
     Row p is the encoding of position p (0-based); float32, on the CPU. An odd d_model
     ends with a lone sine column.
     """
-    _check_positive_int(num_positions, "num_positions")
+    require_count(num_positions, "num_positions")
     frequencies = sinusoidal_frequencies(d_model, base)  # (ceil(d/2),)
     positions = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
     angles = positions * frequencies[None, :]  # (P, ceil(d/2))
@@ -80,7 +75,7 @@ def offset_rotation(d_model: int, offset: int, base: float = 10000.0) -> torch.T
     rotates the row vector (sin, cos) forward by the angle a. It does not depend on p, and a
     negative offset moves backwards. d_model must be even (pairs). Float64, on the CPU.
     """
-    _check_positive_int(d_model, "d_model")
+    require_count(d_model, "d_model")
     if d_model % 2:
         raise ValueError(f"the offset rotation acts on sin/cos pairs, so d_model must be even, but d_model={d_model}")
     if isinstance(offset, bool) or not isinstance(offset, int):
@@ -129,8 +124,8 @@ class LearnedPositionalEncoding(nn.Module):
 
     def __init__(self, max_len: int, d_model: int, dropout: float = 0.0):
         super().__init__()
-        _check_positive_int(max_len, "max_len")
-        _check_positive_int(d_model, "d_model")
+        require_count(max_len, "max_len")
+        require_count(d_model, "d_model")
         self.d_model, self.max_len = d_model, max_len
         self.embedding = nn.Embedding(max_len, d_model)
         nn.init.normal_(self.embedding.weight, std=0.02)

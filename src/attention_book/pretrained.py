@@ -259,8 +259,7 @@ class PretrainedEncoder(nn.Module):
         if pairs is not None and (len(pairs) != len(texts) or not all(isinstance(text, str) for text in pairs)):
             raise ValueError(f"pairs must be a list of {len(texts)} strings, one per text")
         limit = self.max_len if max_tokens is None else max_tokens
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 3 <= limit <= self.max_len:
-            raise ValueError(f"max_tokens must be an integer from 3 to {self.max_len}, but {max_tokens!r} was given")
+        require_count(limit, "max_tokens", 3, self.max_len)
         self.tokenizer.enable_truncation(max_length=limit)
         inputs = list(zip(texts, pairs)) if pairs is not None else list(texts)
         encodings = self.tokenizer.encode_batch(inputs)

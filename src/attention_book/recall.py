@@ -1,6 +1,6 @@
 """Chapter 2: a key-value store that a small attention model learns by itself.
 
-The task (:class:`~attention_book.tasks.AssociativeRecall`) shows the model a few
+The task (:class:`~attention_book.data.tasks.AssociativeRecall`) shows the model a few
 key-value pairs and then asks for one key: ``a 3 c 7 e 1 ? c`` -> ``7``.
 
 :class:`RecallModel` solves it with two attention layers, and each one has a job

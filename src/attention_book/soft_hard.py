@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ._validation import describe_shape, require_floating, require_tensor
+from ._validation import describe_shape, require_count, require_floating, require_tensor
 from .attention import softmax
 
 __all__ = ["hardmax", "sparsemax", "entropy", "top_k_weights"]
@@ -104,8 +104,7 @@ def top_k_weights(scores: torch.Tensor, k: int, dim: int = -1) -> torch.Tensor:
     """
     _check_scores(scores, dim)
     n = scores.shape[dim]
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= n:
-        raise ValueError(f"k must be an integer between 1 and {n} (the number of scores), but {k!r} was given")
+    require_count(k, "k", 1, n)
     kth_largest = scores.topk(k, dim=dim).values.narrow(dim, k - 1, 1)  # (..., 1, ...)
     kept = scores >= kth_largest
     return softmax(scores.masked_fill(~kept, float("-inf")), dim=dim)

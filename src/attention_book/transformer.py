@@ -16,6 +16,7 @@ from torch import nn
 
 from ._validation import require_count, require_exact_rank, require_floating, require_padding_mask, require_tensor
 from .attention import causal_mask
+from .modes import evaluating
 from .multihead import MultiHeadAttention
 from .positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
@@ -99,7 +100,64 @@ def _copy_norm(target: nn.LayerNorm, source: nn.LayerNorm) -> None:
     target.eps = source.eps
 
 
-class EncoderLayer(nn.Module):
+class _Layer(nn.Module):
+    """What the encoder and decoder layers share: attention, feed-forward, one norm and dropout per sublayer.
+
+    Modules are created in the order PyTorch's layers create theirs (self-attention,
+    cross-attention if any, feed-forward, norms, dropouts), so a seed gives the same
+    initial weights as before this base class existed.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = False,
+        activation: str = "relu",
+        layer_norm_eps: float = 1e-5,
+        cross_attention: bool = False,
+    ):
+        super().__init__()
+        _check_divisible(d_model, num_heads)
+        self.d_model = d_model
+        self.norm_first = norm_first
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        if cross_attention:
+            self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
+        sublayers = 3 if cross_attention else 2
+        for i in range(1, sublayers + 1):
+            setattr(self, f"norm{i}", nn.LayerNorm(d_model, eps=layer_norm_eps))
+        for i in range(1, sublayers + 1):
+            setattr(self, f"dropout{i}", nn.Dropout(dropout))
+
+
+def _layer_from_torch(cls, layer: nn.Module, expected: type) -> nn.Module:
+    """``cls`` (our EncoderLayer or DecoderLayer) built with ``layer``'s sizes and settings, and its weights copied."""
+    if not isinstance(layer, expected):
+        raise ValueError(f"expected a torch.nn.{expected.__name__}, but a {type(layer).__name__} was given")
+    ours = cls(
+        layer.self_attn.embed_dim,
+        layer.self_attn.num_heads,
+        layer.linear1.out_features,
+        dropout=layer.dropout.p,
+        norm_first=layer.norm_first,
+        activation=_torch_activation_name(layer),
+    )
+    with torch.no_grad():
+        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
+        if hasattr(ours, "cross_attn"):
+            ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
+        _copy_linear(ours.feed_forward.linear1, layer.linear1)
+        _copy_linear(ours.feed_forward.linear2, layer.linear2)
+        for i in range(1, 4 if hasattr(ours, "cross_attn") else 3):
+            _copy_norm(getattr(ours, f"norm{i}"), getattr(layer, f"norm{i}"))
+    return ours.to(layer.linear1.weight.device)
+
+
+class EncoderLayer(_Layer):
     """Self-attention then feed-forward, each wrapped in a residual connection and layer norm.
 
     Post-norm (``norm_first=False``, the original Transformer and BERT)::
@@ -116,26 +174,6 @@ class EncoderLayer(nn.Module):
     ``self_attn.last_weights`` (batch, heads, T, T).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        activation: str = "relu",
-        layer_norm_eps: float = 1e-5,
-    ):
-        super().__init__()
-        _check_divisible(d_model, num_heads)
-        self.d_model = d_model
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         require_tensor(x, "x")
@@ -150,26 +188,10 @@ class EncoderLayer(nn.Module):
     @classmethod
     def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderLayer":
         """Our copy of a ``torch.nn.TransformerEncoderLayer`` (read as batch first)."""
-        if not isinstance(layer, nn.TransformerEncoderLayer):
-            raise ValueError(f"expected a torch.nn.TransformerEncoderLayer, but a {type(layer).__name__} was given")
-        ours = cls(
-            layer.self_attn.embed_dim,
-            layer.self_attn.num_heads,
-            layer.linear1.out_features,
-            dropout=layer.dropout.p,
-            norm_first=layer.norm_first,
-            activation=_torch_activation_name(layer),
-        )
-        with torch.no_grad():
-            ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-            _copy_linear(ours.feed_forward.linear1, layer.linear1)
-            _copy_linear(ours.feed_forward.linear2, layer.linear2)
-            _copy_norm(ours.norm1, layer.norm1)
-            _copy_norm(ours.norm2, layer.norm2)
-        return ours.to(layer.linear1.weight.device)
+        return _layer_from_torch(cls, layer, nn.TransformerEncoderLayer)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Layer):
     """Causal self-attention, cross-attention to the encoder output ("memory"), feed-forward.
 
     ``forward(x, memory, mask=None, memory_mask=None, causal=True)``: x is
@@ -180,29 +202,10 @@ class DecoderLayer(nn.Module):
     ``cross_attn.last_weights`` (batch, heads, T_out, T_in).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        num_heads: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        norm_first: bool = False,
-        activation: str = "relu",
-        layer_norm_eps: float = 1e-5,
-    ):
-        super().__init__()
-        _check_divisible(d_model, num_heads)
-        self.d_model = d_model
-        self.norm_first = norm_first
-        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.0, norm_first: bool = False,
+                 activation: str = "relu", layer_norm_eps: float = 1e-5):
+        super().__init__(d_model, num_heads, d_ff, dropout, norm_first, activation, layer_norm_eps, cross_attention=True)
+
 
     def forward(
         self,
@@ -232,25 +235,7 @@ class DecoderLayer(nn.Module):
         PyTorch's layer applies no causal mask unless given one; call ours with
         ``causal=False`` and the same mask to compare, or pass PyTorch a causal mask.
         """
-        if not isinstance(layer, nn.TransformerDecoderLayer):
-            raise ValueError(f"expected a torch.nn.TransformerDecoderLayer, but a {type(layer).__name__} was given")
-        ours = cls(
-            layer.self_attn.embed_dim,
-            layer.self_attn.num_heads,
-            layer.linear1.out_features,
-            dropout=layer.dropout.p,
-            norm_first=layer.norm_first,
-            activation=_torch_activation_name(layer),
-        )
-        with torch.no_grad():
-            ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-            ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
-            _copy_linear(ours.feed_forward.linear1, layer.linear1)
-            _copy_linear(ours.feed_forward.linear2, layer.linear2)
-            _copy_norm(ours.norm1, layer.norm1)
-            _copy_norm(ours.norm2, layer.norm2)
-            _copy_norm(ours.norm3, layer.norm3)
-        return ours.to(layer.linear1.weight.device)
+        return _layer_from_torch(cls, layer, nn.TransformerDecoderLayer)
 
 
 class _Embedding(nn.Module):
@@ -639,22 +624,19 @@ class LanguageModel(nn.Module):
         require_exact_rank(prompt, "prompt", 2, "(batch, T) of token ids")
         if prompt.shape[1] < 1:
             raise ValueError("the prompt needs at least one token")
-        if not isinstance(num_tokens, int) or num_tokens < 0:
-            raise ValueError(f"num_tokens must be a non-negative integer, but {num_tokens!r} was given")
+        require_count(num_tokens, "num_tokens", 0)
         if not temperature > 0:
             raise ValueError(f"temperature must be positive, but {temperature!r} was given")
-        was_training = self.training
-        self.eval()
         tokens = prompt
-        for _ in range(num_tokens):
-            logits = self(tokens[:, -self.max_len :])[:, -1]  # (batch, vocab_size)
-            if greedy:
-                next_token = logits.argmax(dim=-1, keepdim=True)  # (batch, 1)
-            else:
-                probabilities = torch.softmax(logits / temperature, dim=-1)  # (batch, vocab_size)
-                next_token = torch.multinomial(probabilities, 1, generator=generator)  # (batch, 1)
-            tokens = torch.cat([tokens, next_token], dim=1)  # (batch, t + 1)
-        self.train(was_training)
+        with evaluating(self):
+            for _ in range(num_tokens):
+                logits = self(tokens[:, -self.max_len :])[:, -1]  # (batch, vocab_size)
+                if greedy:
+                    next_token = logits.argmax(dim=-1, keepdim=True)  # (batch, 1)
+                else:
+                    probabilities = torch.softmax(logits / temperature, dim=-1)  # (batch, vocab_size)
+                    next_token = torch.multinomial(probabilities, 1, generator=generator)  # (batch, 1)
+                tokens = torch.cat([tokens, next_token], dim=1)  # (batch, t + 1)
         return tokens
 
 
@@ -675,20 +657,17 @@ def greedy_decode(
     """
     require_tensor(source, "source")
     require_exact_rank(source, "source", 2, "(batch, T_in) of token ids")
-    if not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len must be a positive integer, but {max_len!r} was given")
-    was_training = model.training
-    model.eval()
-    memory = model.encode(source, source_padding)  # (batch, T_in, d_model)
-    generated = torch.full((source.shape[0], 1), bos, dtype=torch.long, device=source.device)  # (batch, 1)
-    finished = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)
-    for _ in range(max_len):
-        logits = model.decode(generated, memory, source_padding)  # (batch, t, vocab)
-        next_token = logits[:, -1].argmax(dim=-1)  # (batch,)
-        next_token = torch.where(finished, torch.full_like(next_token, eos), next_token)
-        generated = torch.cat([generated, next_token[:, None]], dim=1)  # (batch, t + 1)
-        finished |= next_token == eos
-        if finished.all():
-            break
-    model.train(was_training)
+    require_count(max_len, "max_len", 1)
+    with evaluating(model):
+        memory = model.encode(source, source_padding)  # (batch, T_in, d_model)
+        generated = torch.full((source.shape[0], 1), bos, dtype=torch.long, device=source.device)  # (batch, 1)
+        finished = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)
+        for _ in range(max_len):
+            logits = model.decode(generated, memory, source_padding)  # (batch, t, vocab)
+            next_token = logits[:, -1].argmax(dim=-1)  # (batch,)
+            next_token = torch.where(finished, torch.full_like(next_token, eos), next_token)
+            generated = torch.cat([generated, next_token[:, None]], dim=1)  # (batch, t + 1)
+            finished |= next_token == eos
+            if finished.all():
+                break
     return generated[:, 1:]

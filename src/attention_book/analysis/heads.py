@@ -23,8 +23,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..data.batches import index_batches
 from .._validation import require_texts
+from ..data.batches import index_batches
 from ..data.tasks import BOS, EOS, IGNORE, PAD, AssociativeRecall, TwoRelationTask
 from ..modes import evaluating
 from ..pretrained import PretrainedEncoder

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from .._files import installed_file
+from .._validation import require_count
 
 __all__ = [
     "REVIEWS_PACKAGE",
@@ -63,8 +64,7 @@ class TextSplit:
 
     def take(self, n: int) -> "TextSplit":
         """The first ``n`` examples: a random sample, nested (``take(100)`` is inside ``take(1000)``)."""
-        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= len(self):
-            raise ValueError(f"n must be an integer from 1 to {len(self)} (the size of the {self.name} split), but {n!r} was given")
+        require_count(n, "n", 1, len(self))
         return TextSplit(f"{self.name}[:{n}]", self.texts[:n], self.labels[:n])
 
     def fresh_share(self) -> float:

@@ -96,9 +96,9 @@ class Vocabulary:
         return labels
 
 
-def _check_lengths(min_len: int, max_len: int) -> None:
-    if not (isinstance(min_len, int) and isinstance(max_len, int) and 1 <= min_len <= max_len):
-        raise ValueError(f"need 1 <= min_len <= max_len, but min_len={min_len!r} and max_len={max_len!r}")
+def _check_lengths(min_len: int, max_len: int, shortest: int = 1) -> None:
+    require_count(min_len, "min_len", shortest)
+    require_count(max_len, f"max_len (at least min_len={min_len})", min_len)
 
 
 class SequenceTask(Dataset):
@@ -231,8 +231,8 @@ def word_encoder(vocabulary, max_len: int | None = None, lowercase: bool = False
         )
     if not index:
         raise ValueError("the vocabulary is empty")
-    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int) or max_len < 1):
-        raise ValueError(f"max_len must be a positive integer or None, but {max_len!r} was given")
+    if max_len is not None:
+        require_count(max_len, "max_len", 1)
     examples = ", ".join(word for word in list(index)[:12] if not word.startswith("<"))
 
     def encode(text: str) -> tuple[torch.Tensor, list[str]]:
@@ -273,13 +273,10 @@ class TwoRelationTask(Dataset):
     """
 
     def __init__(self, num_samples: int, seed: int = 0, num_letters: int = 8, num_digits: int = 4, num_pairs: int = 4):
-        for name, value, low in (("num_samples", num_samples, 1), ("num_digits", num_digits, 2), ("num_pairs", num_pairs, 2)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer of at least {low}, but {value!r} was given")
-        if isinstance(num_letters, bool) or not isinstance(num_letters, int) or not num_pairs <= num_letters <= 26:
-            raise ValueError(f"num_letters must be an integer from num_pairs={num_pairs} to 26, but {num_letters!r} was given")
-        if num_digits > 10:
-            raise ValueError(f"num_digits must be at most 10, but {num_digits!r} was given")
+        require_count(num_samples, "num_samples", 1)
+        require_count(num_digits, "num_digits", 2, 10)
+        require_count(num_pairs, "num_pairs", 2)
+        require_count(num_letters, "num_letters", num_pairs, 26)
         self.num_letters, self.num_digits, self.num_pairs = num_letters, num_digits, num_pairs
         self.length = 2 * num_pairs
         letters = "abcdefghijklmnopqrstuvwxyz"[:num_letters]
@@ -353,11 +350,9 @@ class WordOrderTask(Dataset):
     def __init__(self, num_samples: int, min_len: int = 4, max_len: int = 8, pad_to: int | None = None, seed: int = 0):
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 2 or num_samples % 2:
             raise ValueError(f"num_samples must be a positive even integer (sequences come in twins), but {num_samples!r} was given")
-        if not (isinstance(min_len, int) and isinstance(max_len, int) and 2 <= min_len <= max_len):
-            raise ValueError(f"need 2 <= min_len <= max_len (two marked words fit), but min_len={min_len!r} and max_len={max_len!r}")
+        _check_lengths(min_len, max_len, shortest=2)  # two marked words must fit
         pad_to = max_len if pad_to is None else pad_to
-        if not isinstance(pad_to, int) or pad_to < max_len:
-            raise ValueError(f"pad_to must be an integer of at least max_len={max_len}, but {pad_to!r} was given")
+        require_count(pad_to, f"pad_to (at least max_len={max_len})", max_len)
         self.vocab = Vocabulary(MARKED + FILLER_WORDS)
         self.label_names = LABELS
         deep, learning = self.vocab.encode(list(MARKED)).tolist()
@@ -420,10 +415,8 @@ class ToyReviews(Dataset):
     """
 
     def __init__(self, num_samples: int, max_words: int = 8, seed: int = 0):
-        if not isinstance(num_samples, int) or num_samples < 1:
-            raise ValueError(f"num_samples must be a positive integer, but {num_samples!r} was given")
-        if not isinstance(max_words, int) or max_words < 3:
-            raise ValueError(f"max_words must be an integer of at least 3, but {max_words!r} was given")
+        require_count(num_samples, "num_samples", 1)
+        require_count(max_words, "max_words", 3)
         self.vocab = Vocabulary((CLS,) + POSITIVE + NEGATIVE + NEUTRAL)
         words = POSITIVE + NEGATIVE + NEUTRAL
         opinion = torch.tensor([1] * len(POSITIVE) + [-1] * len(NEGATIVE) + [0] * len(NEUTRAL))
@@ -465,8 +458,7 @@ _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 
 def number_words(n: int) -> str:
     """The English name of 0 <= n <= 999 in lower case, words separated by spaces: 342 -> 'three hundred forty two'."""
-    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 999:
-        raise ValueError(f"n must be an integer from 0 to 999, but {n!r} was given")
+    require_count(n, "n", 0, 999)
     if n < 20:
         return _ONES[n]
     if n < 100:
@@ -495,12 +487,9 @@ class CharacterCorpus(Dataset):
     """
 
     def __init__(self, num_windows: int, T: int = 24, num_lines: int = 4000, largest: int = 99, seed: int = 0):
-        if not isinstance(num_windows, int) or num_windows < 1:
-            raise ValueError(f"num_windows must be a positive integer, but {num_windows!r} was given")
-        if not isinstance(T, int) or T < 2:
-            raise ValueError(f"T must be an integer of at least 2, but {T!r} was given")
-        if not isinstance(largest, int) or not 0 <= largest <= 999:
-            raise ValueError(f"largest must be an integer from 0 to 999, but {largest!r} was given")
+        require_count(num_windows, "num_windows", 1)
+        require_count(T, "T", 2)
+        require_count(largest, "largest", 0, 999)
         generator = torch.Generator().manual_seed(seed)
         numbers = torch.randint(0, largest + 1, (num_lines,), generator=generator).tolist()
         self.text = "".join(number_words(n) + "\n" for n in numbers)

@@ -1,5 +1,8 @@
 """The exercise registry: every exercise has an id, a title, a checker and known mistakes.
 
+Chapters 1-7 call :func:`check` and :func:`summary` from here; the checkers live in
+``exercises/chapterNN.py``, one module per chapter.
+
 A *checker* is a function ``checker(answer) -> None`` that tests the student's answer
 (usually a function or class) on fresh seeded random inputs against the reference
 implementation and raises :class:`ExerciseFailure` with a message that names the

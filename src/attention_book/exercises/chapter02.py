@@ -16,7 +16,8 @@ import numbers
 
 import torch
 
-from ..key_value import SingleHeadAttention, soft_lookup as reference_soft_lookup
+from ..key_value import SingleHeadAttention
+from ..key_value import soft_lookup as reference_soft_lookup
 from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register, require_tensor_like
 
 # ---------------------------------------------------------------------------------

@@ -20,7 +20,9 @@ import numbers
 import torch
 from torch import nn
 
-from ..multihead import MultiHeadAttention, merge_heads as reference_merge, split_heads as reference_split
+from ..multihead import MultiHeadAttention
+from ..multihead import merge_heads as reference_merge
+from ..multihead import split_heads as reference_split
 from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register
 
 # ---------------------------------------------------------------------------------

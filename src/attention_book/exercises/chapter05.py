@@ -7,7 +7,7 @@
 
 Each checker tests the answer on fresh random inputs against the reference
 (:func:`~attention_book.sinusoidal_encoding`, :func:`~attention_book.positional.offset_rotation`,
-:func:`~attention_book.chapter05_helpers.best_invariant_accuracy`) and recognises typical
+:func:`~attention_book.analysis.baselines.best_invariant_accuracy`) and recognises typical
 wrong answers by what they compute.
 """
 
@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 from ..analysis.baselines import best_invariant_accuracy as reference_best_invariant_accuracy
-from ..positional import offset_rotation, sinusoidal_encoding
 from ..data.tasks import PAD
+from ..positional import offset_rotation, sinusoidal_encoding
 from ..transformer import Encoder
 from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register, require_tensor_like
 

@@ -6,7 +6,7 @@
 
 Each checker tests the answer on fresh random inputs against the reference
 (:func:`~attention_book.pretrained.mean_pool`, a small :class:`~attention_book.Encoder`,
-linear probes from :mod:`attention_book.chapter07_helpers`) and recognises typical
+linear probes from :mod:`attention_book.training.transfer`) and recognises typical
 wrong answers by what they compute. Nothing here loads the pretrained model: the
 checks run in a fraction of a second.
 """
@@ -19,8 +19,8 @@ import torch
 from torch import nn
 
 from ..training.transfer import probe_accuracy, train_linear_probe
-from ..transformer import mean_pool as reference_mean_pool
 from ..transformer import Encoder
+from ..transformer import mean_pool as reference_mean_pool
 from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register
 
 # ---------------------------------------------------------------------------------

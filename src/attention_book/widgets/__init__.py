@@ -1,5 +1,8 @@
 """Live attention widgets, one per idea (see each module), built on :class:`AttentionWidget`.
 
+AttentionExplorer (chapter 1), KeyValueExplorer (chapter 2), SoftHardExplorer (chapter 3),
+HeadViewer (chapters 4 and 7), PositionalEncodingExplorer (chapter 5), DecodingStepper (chapter 6).
+
 Every widget recomputes with torch on the device chosen in its dropdown, reports
 how long the update took, and leaves a static figure when displayed, so the
 website shows its state too.

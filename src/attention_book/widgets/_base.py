@@ -1,4 +1,4 @@
-"""What every attention widget shares.
+"""What every attention widget shares (the widgets of chapters 1-7).
 
 A widget is a row of controls, a picture redrawn after every change, a status line
 ("updated in 12 ms on cpu") and a message area for bad input. Subclasses say what

@@ -25,9 +25,9 @@ import matplotlib
 import numpy as np
 import torch
 
-from ..attention import attention_scores, causal_mask, scaled_dot_product_attention
-from ..analysis.plotting import ATTENTION_CMAP
 from ..analysis.formatting import format_vector
+from ..analysis.plotting import ATTENTION_CMAP
+from ..attention import attention_scores, causal_mask, scaled_dot_product_attention
 from ._base import AttentionWidget, WidgetInputError
 
 __all__ = ["AttentionExplorer", "DEFAULT_SENTENCE", "MAX_TOKENS", "MAX_FEATURES"]

@@ -29,6 +29,7 @@ from matplotlib.patches import Rectangle
 
 from ..analysis.plotting import ATTENTION_CMAP
 from ..data.tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
+from ..modes import evaluating
 from ..transformer import greedy_decode
 from ._base import AttentionWidget, WidgetInputError
 
@@ -217,15 +218,12 @@ class DecodingStepper(AttentionWidget):
         key = (device.type, tuple(labels))
         if key not in self._decodings:
             model = self._model_on(device)
-            was_training = model.training
-            model.eval()
             source = self.vocab.encode(labels).to(device)[None]  # (1, T_in)
-            with _one_cpu_thread(device):
+            with _one_cpu_thread(device), evaluating(model):
                 output = greedy_decode(model, source, self.max_len, bos=BOS, eos=EOS)[0]  # (L,)
                 memory = model.encode(source)  # (1, T_in, d_model)
             if (output == EOS).any():
                 output = output[: int((output == EOS).nonzero()[0]) + 1]  # up to the first EOS
-            model.train(was_training)
             self._decodings[key] = {"source": source, "output": output, "memory": memory}
         return self._decodings[key]
 
@@ -250,12 +248,9 @@ class DecodingStepper(AttentionWidget):
         step = self.step_slider.value
         layer, head = self.layer_dropdown.value, self.head_dropdown.value
         model = self._model_on(device)
-        was_training = model.training
-        model.eval()
         fed = torch.cat([torch.tensor([BOS], device=device), output[: step - 1]])  # (step,): BOS + output so far
-        with _one_cpu_thread(device):
+        with _one_cpu_thread(device), evaluating(model):
             logits = model.decode(fed[None], decoding["memory"])  # (1, step, vocab)
-        model.train(was_training)
         decoder_layer = model.decoder.layers[layer]
         self_weights = decoder_layer.self_attn.last_weights[0]  # (heads, step, step)
         cross_weights = decoder_layer.cross_attn.last_weights[0]  # (heads, step, T_in)

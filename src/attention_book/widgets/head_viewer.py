@@ -36,6 +36,7 @@ from torch import nn
 
 from ..analysis.plotting import ATTENTION_CMAP
 from ..data.tasks import Encode
+from ..modes import evaluating
 from ._base import AttentionWidget, WidgetInputError, png_bytes
 
 __all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS"]
@@ -217,16 +218,12 @@ class HeadViewer(AttentionWidget):
         tokens, labels = self._encode(text)
         if _model_device(self.model).type != device.type:
             self.model.to(device)  # stays there: the next sentence runs without moving it again
-        was_training = self.model.training
-        self.model.eval()
         try:
-            with torch.no_grad():
+            with torch.no_grad(), evaluating(self.model):
                 self.model(tokens.to(device))
         except (ValueError, IndexError) as error:  # e.g. longer than max_len, an id outside the vocabulary
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise WidgetInputError(f"the model cannot read this sentence: {message}") from None
-        finally:
-            self.model.train(was_training)
         self.forward_passes += 1
         layers = self._source.attention_weights()
         if not layers or any(w is None for w in layers):

@@ -18,9 +18,9 @@ import matplotlib
 import numpy as np
 import torch
 
-from ..key_value import soft_lookup
-from ..analysis.plotting import ATTENTION_CMAP
 from ..analysis.formatting import format_short, format_vector
+from ..analysis.plotting import ATTENTION_CMAP
+from ..key_value import soft_lookup
 from ._base import AttentionWidget, WidgetInputError
 
 __all__ = ["KeyValueExplorer", "parse_query", "SANITY_KEYS", "SANITY_VALUES"]

@@ -22,8 +22,8 @@ import ipywidgets as widgets
 import matplotlib
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib import font_manager
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from PIL import Image, ImageDraw, ImageFont
 
 from ..analysis.plotting import ATTENTION_CMAP

@@ -25,10 +25,10 @@ import matplotlib
 import numpy as np
 import torch
 
-from ..attention import softmax
-from ..analysis.plotting import ATTENTION_CMAP
-from ..soft_hard import entropy, hardmax, sparsemax
 from ..analysis.formatting import format_exact, format_weight
+from ..analysis.plotting import ATTENTION_CMAP
+from ..attention import softmax
+from ..soft_hard import entropy, hardmax, sparsemax
 from ._base import AttentionWidget, WidgetInputError, png_bytes
 
 __all__ = [
