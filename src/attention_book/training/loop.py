@@ -58,6 +58,7 @@ class History:
     learning_rate: list[float] = field(default_factory=list)
     examples_seen: int = 0
     tokens_seen: int = 0
+    stopped: str = ""  # why training ended: target reached, step limit or all epochs
 
     def plot(self, ax=None, title: str = "Training"):
         """Loss per step (left axis) and validation metric per epoch (right axis, if any)."""
@@ -189,13 +190,34 @@ def fit(
             history.valid_metric.append(score)
             bar.set_postfix(loss=f"{history.step_loss[-1]:.3f}", valid=f"{score:.3f}")
             if target is not None and score >= target:
+                history.stopped = f"target reached: validation {score:.3f} >= {target} after epoch {epoch + 1}"
                 done = True
         if done:
             break
-    bar.close()
+    if not history.stopped:
+        history.stopped = f"{history.steps} steps done" if max_steps is not None and history.steps >= max_steps else f"{epochs} epochs done"
+    _finish(bar, history.stopped)
     model.eval()
     history.seconds = time.perf_counter() - start
     return history
+
+
+def _finish(bar, reason: str) -> None:
+    """Close the progress bar as finished, saying why training stopped.
+
+    A bar closed before its planned total (early stopping, a step limit) would otherwise
+    be drawn in red, as if training had crashed: its total is set to the steps done.
+    """
+    if bar.disable:
+        return
+    if bar.total and bar.n < bar.total:
+        bar.total = bar.n
+        widget = getattr(getattr(bar, "container", None), "pbar", None)  # the notebook's progress widget
+        if widget is not None:
+            widget.max = max(bar.n, 1)
+    bar.set_description_str(f"{bar.desc.rstrip(': ')} ({reason})", refresh=False)
+    bar.refresh()
+    bar.close()
 
 
 def _schedule(name: str | None, planned: int, warmup_fraction: float) -> Callable[[int], float]:
