@@ -10,12 +10,15 @@ that you can read off its attention map:
    and the token just before it. A value token looks back at its key and copies
    the key into its own vector, so after this layer the value token at position
    ``2i + 1`` carries both "I belong to key k_i" and "my value is v_i".
-2. **Lookup** (``lookup_attention``, cross-attention): only the last token (the
-   asked key) asks; every token answers. Its query matches the value token that
-   carries the asked key, and the value that comes back is read out as the answer.
+2. **Lookup** (``lookup_attention``, self-attention for one query): only the last
+   token (the asked key) asks; every token of the same sequence answers, so its
+   weights are the last row of a T x T self-attention map. Its query matches the value
+   token that carries the asked key, and the value that comes back is read out as the
+   answer.
 
-Helpers to inspect the trained model (``attention_maps``, ``lookup_hit_rate``,
-``plot_recall_attention``) live here too, so the chapter's cells stay short.
+Tokens enter as an embedding plus a learned position vector (chapter 5). The
+measurements of a trained model (``attention_maps``, ``lookup_hit_rate``) are in
+:mod:`attention_book.analysis.heads`, its figures in :mod:`attention_book.figures.chapter02`.
 """
 
 from __future__ import annotations
