@@ -76,28 +76,31 @@ def plot_tokens_and_outputs(
     return ax
 
 
-def plot_saturation(dims, top_unscaled, top_scaled, slope_unscaled, slope_scaled, num_keys: int):
-    """Two panels against d_k: the mean top softmax weight, and its sensitivity a(1 - a).
+def plot_saturation(dims, saturated_unscaled, saturated_scaled, slope_unscaled, slope_scaled, num_keys: int):
+    """Two panels against d_k: the share of saturated queries, and the median slope a(1 - a).
 
-    Returns the figure. Unscaled scores in one colour, scaled by 1/sqrt(d_k) in another;
-    the dotted line in the left panel is the uniform weight 1/num_keys.
+    Each argument after ``dims`` is (seeds, len(dims)): the line is the mean over the seeds,
+    the band their range. Unscaled scores in one colour, scaled by 1/sqrt(d_k) in another.
+    The slope is drawn on a log scale, since unscaled it falls by orders of magnitude.
     """
     figure, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.4), layout="constrained")
-    for ax, unscaled, scaled in ((left, top_unscaled, top_scaled), (right, slope_unscaled, slope_scaled)):
-        ax.plot(dims, unscaled, "o-", color="#d62728", label=r"unscaled: softmax$(q \cdot k)$")
-        ax.plot(dims, scaled, "s-", color="#1f4e79", label=r"scaled: softmax$(q \cdot k / \sqrt{d_k})$")
+    styles = (("o-", "#d62728", r"unscaled: softmax$(q \cdot k)$"), ("s-", "#1f4e79", r"scaled: softmax$(q \cdot k / \sqrt{d_k})$"))
+    for ax, runs in ((left, (saturated_unscaled, saturated_scaled)), (right, (slope_unscaled, slope_scaled))):
+        for values, (marker, colour, label) in zip(runs, styles):
+            values = to_numpy(values).reshape(-1, len(dims))  # (seeds, widths)
+            ax.plot(dims, values.mean(axis=0), marker, color=colour, label=label)
+            ax.fill_between(dims, values.min(axis=0), values.max(axis=0), color=colour, alpha=0.2, linewidth=0)
         ax.set_xscale("log", base=2)
         ax.set_xticks(dims, [str(d) for d in dims])
         ax.minorticks_off()
         ax.set_xlabel("width of queries and keys $d_k$")
         ax.grid(alpha=0.3)
-    left.axhline(1 / num_keys, color="gray", linestyle=":", label=f"uniform (1/{num_keys})")
-    left.set_ylim(0, 1.02)
-    left.set_ylabel("mean largest weight")
-    left.set_title(f"The largest of {num_keys} weights")
-    left.legend(fontsize=8, loc="center right")
-    right.set_ylim(0, 0.26)
-    right.set_ylabel("mean $a(1 - a)$")
+    left.set_ylim(-0.02, 1.02)
+    left.set_ylabel("share of queries")
+    left.set_title(f"Saturated: largest of {num_keys} weights > 0.99")
+    left.legend(fontsize=8, loc="upper left")
+    right.set_yscale("log")
+    right.set_ylabel("median $a(1 - a)$ (log scale)")
     right.set_title("How much the largest weight can still move")
     return figure
 
