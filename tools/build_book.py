@@ -97,6 +97,7 @@ def vendor_assets() -> None:
     _copy_mathjax(VENDOR / "mathjax")
     shutil.copy2(NODE_MODULES / "requirejs" / "require.js", VENDOR / "require.js")
     shutil.copy2(ROOT / "tools" / "widgets_offline.js", VENDOR / "widgets_offline.js")
+    shutil.copy2(ROOT / "tools" / "sidebar_toggles.js", VENDOR / "sidebar_toggles.js")
     _copy_html_manager(VENDOR / "html-manager")
 
 

@@ -8,7 +8,9 @@ On every HTML page it
   throws "Identifier 'THEBE_JS_URL' has already been declared" in the browser;
 * removes inline scripts that appear twice;
 * warns (an error, as the build runs with warnings as errors) if a page would load a
-  script or stylesheet from another host.
+  script or stylesheet from another host;
+* loads ``sidebar_toggles.js`` (tools/, copied to vendor/ by build_book.py), which makes
+  the themes' duplicate sidebar toggles work on phones.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def clean_page_assets(app: Sphinx, pagename: str, templatename: str, context: di
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
+    # Our fix for the themes' sidebar toggles (tools/sidebar_toggles.js, copied to vendor/).
+    app.add_js_file("sidebar_toggles.js", loading_method="defer")
     # After every other handler (myst-nb adds the widget scripts at the default 500).
     app.connect("html-page-context", clean_page_assets, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

