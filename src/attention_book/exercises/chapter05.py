@@ -145,7 +145,7 @@ register(
 )
 
 # ---------------------------------------------------------------------------------
-# 5.2 Moving k positions on is a rotation
+# 5.2 Moving Δ positions on is a rotation
 
 
 def _block_diagonal(d_model: int, angle_of_pair, transpose: bool = False, partner=None) -> torch.Tensor:
@@ -226,7 +226,7 @@ def _check_offset_matrix(answer) -> None:
 
 register(
     "5.2",
-    "Moving k positions on is a rotation",
+    "Moving Δ positions on is a rotation",
     _check_offset_matrix,
     solution=_offset_matrix_solution,
     mistakes=[
