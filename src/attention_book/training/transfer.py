@@ -157,22 +157,29 @@ def train_mlm(
 def masked_token_accuracy(
     model: nn.Module | None, vocabulary: PieceVocabulary, texts: Sequence[str], seed: int = 1, max_tokens: int = 48
 ) -> float:
-    """Top-1 accuracy at masked positions of ``texts`` (seeded masks). ``model=None``: always guess the commonest piece."""
+    """Top-1 accuracy at the [MASK] positions of ``texts``, corrupted as in training (seeded).
+
+    The corruption is :func:`mask_tokens` with the vocabulary, as :func:`train_mlm` uses it
+    (80 % [MASK], 10 % a random piece, 10 % unchanged), but only positions that show [MASK]
+    are scored: at the others the input is a real piece, the unchanged ones the answer
+    itself, and a model that copies its input would score there without having learned
+    anything. ``model=None``: always guess the commonest piece.
+    """
     texts = require_texts(texts)
     generator = torch.Generator().manual_seed(seed)
     correct = total = 0
     for rows in index_batches(len(texts), 256):
         tokens, padding_mask = vocabulary.encode([texts[i] for i in rows], max_tokens)
-        corrupted, targets = mask_tokens(tokens, padding_mask, generator)
-        chosen = targets != IGNORE
+        corrupted, targets = mask_tokens(tokens, padding_mask, generator, vocab_size=len(vocabulary))
+        scored = (corrupted == MASK) & (targets != IGNORE)  # the target is hidden from the input
         if model is None:
             guesses = torch.full_like(targets, vocabulary.commonest)
         else:
             guesses = torch.full_like(targets, -1)
             with evaluating(model):
-                guesses[chosen] = model(corrupted, padding_mask, chosen).argmax(-1)
-        correct += int((guesses[chosen] == targets[chosen]).sum())
-        total += int(chosen.sum())
+                guesses[scored] = model(corrupted, padding_mask, scored).argmax(-1)
+        correct += int((guesses[scored] == targets[scored]).sum())
+        total += int(scored.sum())
     return correct / total
 
 
