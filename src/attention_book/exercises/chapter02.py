@@ -1,235 +1,247 @@
 """Exercises of chapter 2, "Attention as a key-value store".
 
-2.1 Count the parameters of the W_Q, W_K, W_V projections (a formula).
-2.2 Implement the soft lookup of one query in a key-value store.
-2.3 Design keys so that a given query retrieves a chosen blend of two values.
+2.1 One attention head with projections, ``attend(x_query, x_memory, W_Q, W_K, W_V)``,
+    for self-attention and cross-attention alike.
+2.2 Design keys so that a given query retrieves a chosen blend of two values.
+2.3 Design a previous-token head: W_Q and W_K with which every position i >= 1 puts
+    at least 0.9 of its weight on position i - 1, whatever the tokens' content.
 
 Each checker tests the answer on fresh random inputs against the reference
-(:class:`~attention_book.SingleHeadAttention`, :func:`~attention_book.soft_lookup`) and
-recognises typical wrong answers by what they compute.
+(:class:`~attention_book.SingleHeadAttention`, :func:`~attention_book.soft_lookup`,
+:func:`~attention_book.scaled_dot_product_attention`) and recognises typical wrong
+answers by what they compute.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 
 import torch
 
+from ..attention import scaled_dot_product_attention
 from ..key_value import SingleHeadAttention
 from ..key_value import soft_lookup as reference_soft_lookup
 from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register, require_tensor_like
 
 # ---------------------------------------------------------------------------------
-# 2.1 Count the projection parameters
+# 2.1 One attention head, for self- and cross-attention
 
 
-def _parameter_count_solution(d_model: int, d_k: int, d_v: int, bias: bool) -> int:
-    """Parameters of W_Q, W_K (d_model -> d_k) and W_V (d_model -> d_v), with or without biases."""
-    weights = d_model * d_k + d_model * d_k + d_model * d_v
-    biases = (d_k + d_k + d_v) if bias else 0
-    return weights + biases
+def _attend_solution(x_query, x_memory, W_Q, W_K, W_V):
+    """Return (H (T_q, d_v), A (T_q, T_k)) for x_query (T_q, d_model) and x_memory (T_k, d_model)."""
+    Q = x_query @ W_Q  # (T_q, d_k): the tokens that ask
+    K = x_memory @ W_K  # (T_k, d_k): the tokens that answer ...
+    V = x_memory @ W_V  # (T_k, d_v): ... and what they hand over
+    S = Q @ K.T / math.sqrt(K.shape[-1])  # (T_q, T_k)
+    A = torch.softmax(S, dim=-1)  # (T_q, T_k): each row sums to 1
+    return A @ V, A  # (T_q, d_v), (T_q, T_k)
 
 
-def _count_without_bias(d_model, d_k, d_v, bias):
-    return d_model * (2 * d_k + d_v)
+def _reference_attend(x_query, x_memory, W_Q, W_K, W_V):
+    """The package's SingleHeadAttention with the given matrices (nn.Linear stores W^T)."""
+    (d_model, d_k), d_v = W_Q.shape, W_V.shape[1]
+    head = SingleHeadAttention(d_model, d_k, d_v)
+    with torch.no_grad():
+        for projection, W in ((head.q_proj, W_Q), (head.k_proj, W_K), (head.v_proj, W_V)):
+            projection.weight.copy_(W.T)
+        H, A = head(x_query[None], x_memory[None])  # (1, T_q, d_v), (1, T_q, T_k)
+    return H[0], A[0]
 
 
-def _count_values_like_keys(d_model, d_k, d_v, bias):
-    return 3 * d_model * d_k + (3 * d_k if bias else 0)
+def _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=True):
+    """Scores S (T_q, T_k), scaled or not, and values V (T_k, d_v): the start of a wrong answer."""
+    Q, K = x_query @ W_Q, x_memory @ W_K
+    S = Q @ K.T / (math.sqrt(K.shape[-1]) if scale else 1.0)
+    return S, x_memory @ W_V
 
 
-def _count_bias_per_input(d_model, d_k, d_v, bias):
-    return d_model * (2 * d_k + d_v) + (3 * d_model if bias else 0)
+def _attend_unscaled(x_query, x_memory, W_Q, W_K, W_V):
+    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=False)
+    A = torch.softmax(S, dim=-1)
+    return A @ V, A
 
 
-def _count_square_matrices(d_model, d_k, d_v, bias):
-    return 3 * d_model * d_model + (3 * d_model if bias else 0)
+def _attend_softmax_over_queries(x_query, x_memory, W_Q, W_K, W_V):
+    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V)
+    A = torch.softmax(S, dim=0)
+    return A @ V, A
 
 
-def _parameter_cases(generator: torch.Generator) -> list[tuple[int, int, int, bool]]:
-    """Eight random settings with d_model, d_k and d_v all different; biases on and off."""
-    cases = []
-    while len(cases) < 8:
-        d_model, d_k, d_v = (int(x) for x in torch.randint(1, 65, (3,), generator=generator))
-        if len({d_model, d_k, d_v}) == 3:
-            cases.append((d_model, d_k, d_v, len(cases) % 2 == 0))
-    return cases
+def _attend_keys_with_W_Q(x_query, x_memory, W_Q, W_K, W_V):
+    return _attend_solution(x_query, x_memory, W_Q, W_Q, W_V)
 
 
-def _check_parameter_count(answer) -> None:
-    cases = _parameter_cases(random_generator())
-    got = []
-    for d_model, d_k, d_v, bias in cases:
-        result = call(answer, d_model, d_k, d_v, bias)
-        if isinstance(result, torch.Tensor) and result.numel() == 1:
-            result = result.item()
-        if isinstance(result, bool) or not isinstance(result, numbers.Real) or float(result) != int(result):
+def _attend_values_with_W_K(x_query, x_memory, W_Q, W_K, W_V):
+    return _attend_solution(x_query, x_memory, W_Q, W_K, W_K)
+
+
+def _attend_memory_from_query(x_query, x_memory, W_Q, W_K, W_V):
+    return _attend_solution(x_query, x_query, W_Q, W_K, W_V)
+
+
+def _attend_returns_scores(x_query, x_memory, W_Q, W_K, W_V):
+    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V)
+    return torch.softmax(S, dim=-1) @ V, S
+
+
+def _attend_linear_convention(x_query, x_memory, W_Q, W_K, W_V):
+    return _attend_solution(x_query, x_memory, W_Q.T, W_K.T, W_V.T)
+
+
+def _attend_values_not_projected(x_query, x_memory, W_Q, W_K, W_V):
+    S, _ = _head_parts(x_query, x_memory, W_Q, W_K, W_V)
+    A = torch.softmax(S, dim=-1)
+    return A @ x_memory, A
+
+
+_WRONG_AXIS = "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1"
+_UNSCALED = "you forgot to divide the scores by sqrt(d_k)"
+_KEYS_WITH_W_Q = "the keys must be projected with W_K, not W_Q (K = x_memory W_K)"
+_VALUES_WITH_W_K = "the values must be projected with W_V, not W_K (V = x_memory W_V)"
+_FROM_QUERY = (
+    "keys and values must come from x_memory, the tokens that answer; you made them from x_query, "
+    "which only works in self-attention, where the two are the same tokens"
+)
+_SCORES = "these are the scores, not the weights: return A = softmax(S) (each row sums to 1)"
+_LINEAR_CONVENTION = (
+    "you multiplied by the transposed matrices (x W^T, nn.Linear's convention); this exercise uses the book's "
+    "Q = x W_Q with W_Q of shape (d_model, d_k)"
+)
+_NOT_PROJECTED = "you averaged the raw tokens x_memory: the output averages the projected VALUES, V = x_memory W_V"
+
+
+def _head_mistakes(args) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """What each known mistake gives on ``args``: (hint -> weights, hint -> output), where shapes allow."""
+    x_query, x_memory, W_Q, W_K, W_V = args
+    wrong = {
+        _WRONG_AXIS: _attend_softmax_over_queries,
+        _UNSCALED: _attend_unscaled,
+        _FROM_QUERY: _attend_memory_from_query,
+        _SCORES: _attend_returns_scores,
+    }
+    if W_Q.shape[0] == W_Q.shape[1] == W_V.shape[1]:  # square matrices: the transposes fit too
+        wrong[_LINEAR_CONVENTION] = _attend_linear_convention
+    wrong[_KEYS_WITH_W_Q] = _attend_keys_with_W_Q
+    weights, outputs = {}, {}
+    for hint, mistake in wrong.items():
+        if hint == _FROM_QUERY and (x_query is x_memory or x_query.shape[0] != x_memory.shape[0]):
+            continue  # the same as the right answer in self-attention; the wrong shape otherwise
+        outputs[hint], weights[hint] = mistake(*args)
+    if W_K.shape[1] == W_V.shape[1]:
+        outputs[_VALUES_WITH_W_K] = _attend_values_with_W_K(*args)[0]
+    if x_memory.shape[1] == W_V.shape[1]:
+        outputs[_NOT_PROJECTED] = _attend_values_not_projected(*args)[0]
+    return weights, outputs
+
+
+def _pair_of_outputs(result):
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ExerciseFailure(f"attend should return a pair (H, A), but returned {type(result).__name__}")
+    return result
+
+
+def _check_shapes(H, A, args, where: str) -> None:
+    """Name the mistakes that show in the shapes alone (cross-attention with T_q != T_k, d_v != d_k)."""
+    x_query, x_memory, _, W_K, W_V = args
+    T_q, T_k, d_model = x_query.shape[0], x_memory.shape[0], x_query.shape[1]
+    d_k, d_v = W_K.shape[1], W_V.shape[1]
+    if isinstance(A, torch.Tensor) and tuple(A.shape) != (T_q, T_k):
+        if T_q != T_k and tuple(A.shape) == (T_q, T_q):
+            raise ExerciseFailure(f"A {where} has shape {tuple(A.shape)}, one column per QUERY token: {_FROM_QUERY}")
+        if T_q != T_k and tuple(A.shape) == (T_k, T_q):
             raise ExerciseFailure(
-                f"for d_model={d_model}, d_k={d_k}, d_v={d_v}, bias={bias} your function returned {result!r}; "
-                "it should return a whole number (an int)"
+                f"A {where} has shape {tuple(A.shape)}, but should have one row per query and one column per key, "
+                f"({T_q}, {T_k}): compute S = Q K^T, not K Q^T"
             )
-        got.append(float(result))
-    expected = []
-    for d_model, d_k, d_v, bias in cases:
-        layer = SingleHeadAttention(d_model, d_k, d_v, bias=bias)
-        expected.append(float(sum(p.numel() for p in layer.parameters())))
+    if isinstance(H, torch.Tensor) and tuple(H.shape) != (T_q, d_v):
+        if d_k not in (d_v, d_model) and tuple(H.shape) == (T_q, d_k):
+            raise ExerciseFailure(f"H {where} has shape {tuple(H.shape)}, d_k columns instead of d_v={d_v}: {_VALUES_WITH_W_K}")
+        if d_model not in (d_v, d_k) and tuple(H.shape) == (T_q, d_model):
+            raise ExerciseFailure(f"H {where} has shape {tuple(H.shape)}, d_model columns instead of d_v={d_v}: {_NOT_PROJECTED}")
 
-    def wrong(mistake):
-        return torch.tensor([float(mistake(*case)) for case in cases], dtype=torch.float64)
 
-    d_model, d_k, d_v, bias = cases[0]
-    diagnose(
-        torch.tensor(got, dtype=torch.float64),
-        torch.tensor(expected, dtype=torch.float64),
-        f"the list of parameter counts for 8 random settings (the first: d_model={d_model}, d_k={d_k}, d_v={d_v}, bias={bias})",
-        known_mistakes={
-            "you forgot the biases: with bias=True each projection also has one bias per output feature": wrong(
-                _count_without_bias
-            ),
-            "W_V maps d_model features to d_v (not d_k): the values may have a different size from queries and keys": wrong(
-                _count_values_like_keys
-            ),
-            "a bias has one number per OUTPUT feature (d_k or d_v), not per input feature": wrong(_count_bias_per_input),
-            "W_Q and W_K are (d_model x d_k) and W_V is (d_model x d_v), not square (d_model x d_model)": wrong(
-                _count_square_matrices
-            ),
-        },
-        atol=0.0,
-        rtol=0.0,
-    )
+def _check_head_weights(A, expected, what: str, known: dict) -> None:
+    A = require_tensor_like(A, expected, what)
+    try:
+        diagnose(A, expected, what, known_mistakes=known)
+    except ExerciseFailure as failure:
+        if "differs from the reference" in str(failure):
+            sums = A.sum(dim=-1)
+            if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+                raise ExerciseFailure(
+                    f"{what} is wrong: its rows should each sum to 1 (a softmax over the last axis, the keys), "
+                    f"but one sums to {sums.flatten()[(sums - 1).abs().flatten().argmax()]:.3f}"
+                ) from None
+        raise
+
+
+def _head_case(generator, T_q, T_k, d_model, d_k, d_v, self_attention=False):
+    """Random tokens and matrices; W's scaled by 1/sqrt(d_model) so the weights are neither flat nor one-hot."""
+    x_query = torch.randn(T_q, d_model, generator=generator)
+    x_memory = x_query if self_attention else torch.randn(T_k, d_model, generator=generator)
+    W_Q, W_K, W_V = (torch.randn(d_model, d, generator=generator) / math.sqrt(d_model) for d in (d_k, d_k, d_v))
+    return x_query, x_memory, W_Q, W_K, W_V
+
+
+def _run_head_case(answer, args, where: str) -> None:
+    x_query, x_memory, *matrices = args
+    if x_query is x_memory:
+        shared = x_query.clone()
+        given = (shared, shared, *(W.clone() for W in matrices))  # self-attention: one tensor in both roles
+    else:
+        given = tuple(t.clone() for t in args)
+    H, A = _pair_of_outputs(call(answer, *given))
+    _check_shapes(H, A, args, where)
+    expected_H, expected_A = _reference_attend(*args)
+    A = require_tensor_like(A, expected_A, f"A {where}")
+    H = require_tensor_like(H, expected_H, f"H {where}")
+    if torch.allclose(A, expected_A, atol=1e-5, rtol=1e-4) and torch.allclose(H, expected_H, atol=1e-5, rtol=1e-4):
+        return  # right: no need to work out what the known mistakes would give
+    known_weights, known_outputs = _head_mistakes(args)
+    _check_head_weights(A, expected_A, f"A {where}", known_weights)
+    diagnose(H, expected_H, f"H {where}", known_mistakes=known_outputs)
+
+
+def _check_attend(answer) -> None:
+    generator = random_generator()
+    # Case 1: self-attention with square matrices (every known mistake still has the right shape).
+    args = _head_case(generator, 5, 5, 4, 4, 4, self_attention=True)
+    _run_head_case(answer, args, "(self-attention, T=5, d_model=d_k=d_v=4)")
+    # Case 2: cross-attention between two different sequences of the same length.
+    args = _head_case(generator, 4, 4, 5, 3, 3)
+    _run_head_case(answer, args, "(cross-attention, T_q=T_k=4, d_model=5, d_k=d_v=3)")
+    # Case 3: cross-attention with T_q != T_k and d_v != d_k, at random sizes; then one query.
+    for _ in range(3):
+        T_q, T_k = (int(n) for n in torch.randint(1, 9, (2,), generator=generator))
+        while T_k == T_q:
+            T_k = int(torch.randint(1, 9, (), generator=generator))
+        d_model, d_k = (int(n) for n in torch.randint(2, 9, (2,), generator=generator))
+        d_v = d_k + 1 + int(torch.randint(0, 4, (), generator=generator))
+        args = _head_case(generator, T_q, T_k, d_model, d_k, d_v)
+        _run_head_case(answer, args, f"(cross-attention, T_q={T_q}, T_k={T_k}, d_model={d_model}, d_k={d_k}, d_v={d_v})")
+    args = _head_case(generator, 1, 6, 3, 2, 5)
+    _run_head_case(answer, args, "(cross-attention, one query, T_k=6, d_model=3, d_k=2, d_v=5)")
 
 
 register(
     "2.1",
-    "Count the projection parameters",
-    _check_parameter_count,
-    solution=_parameter_count_solution,
+    "One attention head with projections",
+    _check_attend,
+    solution=_attend_solution,
     mistakes=[
-        Mistake("forgot the biases", _count_without_bias, "you forgot the biases"),
-        Mistake("values sized like keys", _count_values_like_keys, "W_V maps d_model features to d_v"),
-        Mistake("bias per input feature", _count_bias_per_input, "one number per OUTPUT feature"),
-        Mistake("square matrices", _count_square_matrices, "not square"),
+        Mistake("no sqrt(d_k) scale", _attend_unscaled, "forgot to divide the scores by sqrt(d_k)"),
+        Mistake("softmax over the queries", _attend_softmax_over_queries, "softmax over the wrong axis"),
+        Mistake("keys projected with W_Q", _attend_keys_with_W_Q, "projected with W_K, not W_Q"),
+        Mistake("values projected with W_K", _attend_values_with_W_K, "projected with W_V, not W_K"),
+        Mistake("keys and values from x_query", _attend_memory_from_query, "must come from x_memory"),
+        Mistake("returned the scores", _attend_returns_scores, "these are the scores, not the weights"),
+        Mistake("nn.Linear's transposed convention", _attend_linear_convention, "transposed matrices"),
+        Mistake("values not projected", _attend_values_not_projected, "you averaged the raw tokens"),
     ],
 )
 
 # ---------------------------------------------------------------------------------
-# 2.2 Soft lookup
-
-
-def _soft_lookup_solution(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor):
-    """Return (value (d_v,), weights (n,)) for one query (d_k,), keys (n, d_k), values (n, d_v)."""
-    scores = keys @ query / math.sqrt(keys.shape[-1])  # (n,)
-    weights = torch.softmax(scores, dim=0)  # (n,)
-    return weights @ values, weights  # (d_v,), (n,)
-
-
-def _lookup_without_scale(query, keys, values):
-    weights = torch.softmax(keys @ query, dim=0)
-    return weights @ values, weights
-
-
-def _lookup_divided_by_d_k(query, keys, values):
-    weights = torch.softmax(keys @ query / keys.shape[-1], dim=0)
-    return weights @ values, weights
-
-
-def _hard_lookup(query, keys, values):
-    scores = keys @ query / math.sqrt(keys.shape[-1])
-    weights = torch.nn.functional.one_hot(scores.argmax(), len(scores)).to(values.dtype)
-    return weights @ values, weights
-
-
-def _lookup_averaging_keys(query, keys, values):
-    weights = torch.softmax(keys @ query / math.sqrt(keys.shape[-1]), dim=0)
-    return weights @ keys, weights
-
-
-def _lookup_with_naive_exp(query, keys, values):
-    exponentials = torch.exp(keys @ query / math.sqrt(keys.shape[-1]))
-    weights = exponentials / exponentials.sum()
-    return weights @ values, weights
-
-
-def _split_lookup_result(result, what: str):
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise ExerciseFailure(f"{what} should return a pair (value, weights), but returned {type(result).__name__}")
-    return result
-
-
-def _check_soft_lookup(answer) -> None:
-    generator = random_generator()
-    # Case 1: d_k = d_v, so that averaging the keys instead of the values can be recognised.
-    n, d = 6, 4
-    query = torch.randn(d, generator=generator)
-    keys = torch.randn(n, d, generator=generator)
-    values = torch.randn(n, d, generator=generator)
-    value, weights = _split_lookup_result(call(answer, query.clone(), keys.clone(), values.clone()), "soft_lookup")
-    expected_value, expected_weights = reference_soft_lookup(query, keys, values)
-    mistakes = {
-        "you forgot to divide the scores by sqrt(d_k)": _lookup_without_scale,
-        "divide the scores by sqrt(d_k), not by d_k": _lookup_divided_by_d_k,
-        "these are one-hot weights (argmax, a hard dict-like lookup); use softmax so every key gets some weight": _hard_lookup,
-    }
-    diagnose(
-        weights,
-        expected_weights,
-        "the weight vector",
-        known_mistakes={hint: wrong(query, keys, values)[1] for hint, wrong in mistakes.items()},
-    )
-    diagnose(
-        value,
-        expected_value,
-        "the returned value",
-        known_mistakes={
-            "you averaged the keys; the lookup returns the weighted average of the VALUES": _lookup_averaging_keys(
-                query, keys, values
-            )[0],
-        },
-    )
-    # Case 2: values of another size than keys (d_v != d_k), keys that tie, and a one-entry store.
-    keys = torch.randn(5, 3, generator=generator)
-    keys[3] = keys[1]  # two identical keys must get identical weights
-    values = torch.randn(5, 7, generator=generator)
-    query = torch.randn(3, generator=generator)
-    for store_keys, store_values in ((keys, values), (keys[:1], values[:1])):
-        value, weights = _split_lookup_result(call(answer, query, store_keys, store_values), "soft_lookup")
-        expected_value, expected_weights = reference_soft_lookup(query, store_keys, store_values)
-        size = f"with {len(store_keys)} keys of size 3 and values of size 7"
-        diagnose(weights, expected_weights, f"the weight vector ({size})")
-        diagnose(value, expected_value, f"the returned value ({size})")
-    # Case 3: large scores, where exp() overflows unless the largest score is subtracted first.
-    query = 100.0 * torch.randn(4, generator=generator)
-    keys = 100.0 * torch.randn(6, 4, generator=generator)
-    values = torch.randn(6, 2, generator=generator)
-    value, weights = _split_lookup_result(call(answer, query, keys, values), "soft_lookup")
-    weights = require_tensor_like(weights, torch.zeros(6), "the weight vector")
-    if not torch.isfinite(weights).all():
-        raise ExerciseFailure(
-            "the weights contain nan or inf when the scores are large (around 10,000): exp() overflowed. "
-            "Subtract the largest score before exp (softmax does not change), or use torch.softmax"
-        )
-    expected_value, expected_weights = reference_soft_lookup(query, keys, values)
-    diagnose(weights, expected_weights, "the weight vector (with large scores)")
-    diagnose(value, expected_value, "the returned value (with large scores)")
-
-
-register(
-    "2.2",
-    "Soft lookup",
-    _check_soft_lookup,
-    solution=_soft_lookup_solution,
-    mistakes=[
-        Mistake("no sqrt(d_k) scale", _lookup_without_scale, "forgot to divide the scores by sqrt(d_k)"),
-        Mistake("divided by d_k", _lookup_divided_by_d_k, "not by d_k"),
-        Mistake("hard lookup with argmax", _hard_lookup, "one-hot weights"),
-        Mistake("averaged the keys", _lookup_averaging_keys, "you averaged the keys"),
-        Mistake("exp without subtracting the maximum", _lookup_with_naive_exp, "exp() overflowed"),
-    ],
-)
-
-# ---------------------------------------------------------------------------------
-# 2.3 Design keys for a blend
+# 2.2 Design keys for a blend
 
 
 def _design_keys_solution(query: torch.Tensor, share: float) -> torch.Tensor:
@@ -305,7 +317,7 @@ def _check_design_keys(answer) -> None:
 
 
 register(
-    "2.3",
+    "2.2",
     "Design keys for a chosen blend",
     _check_design_keys,
     solution=_design_keys_solution,
@@ -313,5 +325,184 @@ register(
         Mistake("scores equal to the shares", _keys_with_scores_equal_to_shares, "softmax exponentiates the scores"),
         Mistake("forgot the sqrt(d_k) scale", _keys_without_sqrt, "divided by sqrt(d_k) before the softmax"),
         Mistake("third key not suppressed", _keys_with_zero_third_key, "the third key still gets weight"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 2.3 Design a previous-token head
+
+PREVIOUS_TOKEN_WEIGHT = 0.9  # every position i >= 1 must put at least this much weight on i - 1
+
+
+def _previous_token_solution(T: int, d_content: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """W_Q, W_K of shape (T + d_content, d_k) with which every position i >= 1 attends to i - 1.
+
+    Token t is x_t = [e_t, c_t]: a one-hot position (T entries), then d_content features of content.
+    """
+    d_k = T  # one query/key feature per position
+    W_Q = torch.zeros(T + d_content, d_k)
+    W_K = torch.zeros(T + d_content, d_k)
+    W_K[:T, :] = torch.eye(T)  # the key of position j is e_j; content rows stay 0
+    W_Q[1:T, : T - 1] = torch.eye(T - 1)  # the query of position i is e_(i-1); position 0 asks for nothing
+    # Scores are then s on (i, i - 1) and 0 elsewhere. Softmax gives i - 1 the weight
+    # e^s / (e^s + T - 1), so s = ln(100 T) gives over 0.99; the factor sqrt(d_k) undoes the scale.
+    W_Q *= math.sqrt(d_k) * math.log(100 * T)
+    return W_Q, W_K
+
+
+def _shift_projections(T: int, d_content: int, offset: int, strength: float | None = None):
+    """Position i asks for position i + offset (offset -1: the previous token); no content."""
+    W_Q = torch.zeros(T + d_content, T)
+    W_K = torch.zeros(T + d_content, T)
+    W_K[:T, :] = torch.eye(T)
+    for i in range(T):
+        if 0 <= i + offset < T:
+            W_Q[i, i + offset] = 1.0
+    W_Q *= math.sqrt(T) * math.log(100 * T) if strength is None else strength
+    return W_Q, W_K
+
+
+def _previous_token_attends_to_itself(T, d_content):
+    return _shift_projections(T, d_content, 0)
+
+
+def _previous_token_attends_to_next(T, d_content):
+    W_Q, W_K = _previous_token_solution(T, d_content)
+    return W_K * W_Q.abs().max(), W_Q / W_Q.abs().max()  # the two matrices swapped: the transpose of the shift
+
+
+def _previous_token_unscaled(T, d_content):
+    return _shift_projections(T, d_content, -1, strength=1.0)
+
+
+def _previous_token_fixed_strength(T, d_content):
+    """Right direction, but a scale that does not grow with T: fine for short sequences only."""
+    return _shift_projections(T, d_content, -1, strength=5.0 * math.sqrt(T))  # enough up to T = 17
+
+
+def _previous_token_content_leaks(T, d_content):
+    """Right for positions, but the content features take part in the scores too."""
+    W_Q, W_K = _shift_projections(T, d_content, -1)
+    d = T + d_content
+    padded_Q, padded_K = torch.zeros(d, d), torch.zeros(d, d)
+    padded_Q[:, :T], padded_K[:, :T] = W_Q, W_K
+    padded_Q[T:, T:] = torch.eye(d_content) * W_Q.abs().max()
+    padded_K[T:, T:] = torch.eye(d_content)
+    return padded_Q, padded_K
+
+
+def _tokens(T: int, content: torch.Tensor) -> torch.Tensor:
+    """(T, T + d_content): row t is [one-hot position t, content of token t], in float64."""
+    return torch.cat([torch.eye(T, dtype=torch.float64), content.to(torch.float64)], dim=1)
+
+
+def _head_weights(X: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor) -> torch.Tensor:
+    """(T, T) weights of the head, softmax(X W_Q (X W_K)^T / sqrt(d_k)) row by row."""
+    Q, K = X @ W_Q, X @ W_K  # (T, d_k), (T, d_k)
+    return scaled_dot_product_attention(Q, K, K)[1]  # (T, T)
+
+
+def _previous_weight(A: torch.Tensor) -> torch.Tensor:
+    """(T - 1,): the weight each position i >= 1 puts on i - 1."""
+    return A.diagonal(offset=-1)
+
+
+def _passes(A: torch.Tensor) -> bool:
+    return bool((_previous_weight(A) >= PREVIOUS_TOKEN_WEIGHT).all())
+
+
+def _explain_position_failure(A: torch.Tensor, T: int, where: str) -> ExerciseFailure:
+    """Say what the head does with positions alone (content zero), and how to fix it."""
+    if torch.isnan(A).any():
+        return ExerciseFailure(f"{where} the weights contain nan: your scores overflow to inf. Use a smaller factor")
+    positions = torch.arange(1, T)
+    top = A[1:].argmax(dim=1)  # (T - 1,): where each position i >= 1 puts its largest weight
+    if (top == positions).all():
+        return ExerciseFailure(
+            f"{where} every position puts its largest weight on ITSELF (the diagonal): the query of position i "
+            "must match the key of position i - 1, not its own key"
+        )
+    inner = positions[:-1]  # positions that have a next one
+    if T > 2 and (top[:-1] == inner + 1).all():
+        return ExerciseFailure(
+            f"{where} position i looks at the NEXT position i + 1: your shift runs the wrong way. Transpose it "
+            "(or swap W_Q and W_K)"
+        )
+    if (top == positions - 1).all():
+        weights = _previous_weight(A)
+        worst = int(weights.argmin())
+        return ExerciseFailure(
+            f"{where} every position i >= 1 prefers i - 1, but position {worst + 1} gives it only "
+            f"{weights[worst]:.2f} (it needs {PREVIOUS_TOKEN_WEIGHT}): the weights are too flat, scale your scores "
+            "up. The other T - 1 keys share what i - 1 does not take, so the gap between the scores must grow "
+            f"with T (here T = {T}), and the scores are divided by sqrt(d_k) before the softmax"
+        )
+    wrong = int((top != positions - 1).nonzero()[0])
+    return ExerciseFailure(
+        f"{where} position {wrong + 1} puts its largest weight on position {int(top[wrong])}, not on "
+        f"{wrong}; position i's query must match the key of position i - 1"
+    )
+
+
+def _previous_token_case(answer, T: int, d_content: int, generator: torch.Generator) -> None:
+    where = f"for T={T} and d_content={d_content}:"
+    result = call(answer, T, d_content)
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ExerciseFailure(f"return a pair (W_Q, W_K), but {where} a {type(result).__name__} came back")
+    W_Q, W_K = result
+    for name, W in (("W_Q", W_Q), ("W_K", W_K)):
+        if not isinstance(W, torch.Tensor) or W.dim() != 2 or W.shape[0] != T + d_content:
+            shape = tuple(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__
+            raise ExerciseFailure(
+                f"{where} {name} should have shape (T + d_content, d_k) = ({T + d_content}, d_k), one row per "
+                f"feature of a token, but is {shape}"
+            )
+    if W_Q.shape != W_K.shape:
+        raise ExerciseFailure(
+            f"{where} W_Q has shape {tuple(W_Q.shape)} and W_K {tuple(W_K.shape)}: queries and keys meet in a dot "
+            "product, so both need the same d_k columns"
+        )
+    W_Q, W_K = W_Q.detach().to(torch.float64), W_K.detach().to(torch.float64)
+    if not (torch.isfinite(W_Q).all() and torch.isfinite(W_K).all()):
+        raise ExerciseFailure(f"{where} W_Q or W_K contains nan or inf: keep every number finite")
+    # Positions alone first (content all zero), then with random content of several sizes.
+    positions_only = _tokens(T, torch.zeros(T, d_content))
+    A = _head_weights(positions_only, W_Q, W_K)
+    if not _passes(A):
+        raise _explain_position_failure(A, T, where)
+    for size in (1.0, 3.0):
+        X = _tokens(T, size * torch.randn(T, d_content, generator=generator, dtype=torch.float64))
+        A = _head_weights(X, W_Q, W_K)
+        if torch.isnan(A).any() or not _passes(A):
+            weights = _previous_weight(A)
+            worst = int(weights.nan_to_num(0.0).argmin())
+            raise ExerciseFailure(
+                f"{where} with positions alone your head works, but once the tokens carry content (random numbers) "
+                f"position {worst + 1} gives i - 1 only {weights[worst]:.2f}: the content changes where it looks. Make "
+                f"the rows of W_Q and W_K that multiply the content features (rows {T} to {T + d_content - 1}) zero"
+            )
+
+
+def _check_previous_token(answer) -> None:
+    generator = random_generator()
+    # T = 8 first: there the self, next and flat patterns are all unambiguous.
+    lengths = [8, 3, int(torch.randint(4, 33, (), generator=generator)), 64, 2]
+    for T in lengths:
+        d_content = int(torch.randint(1, 7, (), generator=generator))
+        _previous_token_case(answer, T, d_content, generator)
+    _previous_token_case(answer, 5, 0, generator)  # tokens that are positions only
+
+
+register(
+    "2.3",
+    "Design a previous-token head",
+    _check_previous_token,
+    solution=_previous_token_solution,
+    mistakes=[
+        Mistake("attends to itself", _previous_token_attends_to_itself, "on ITSELF"),
+        Mistake("attends to the next token", _previous_token_attends_to_next, "the NEXT position i + 1"),
+        Mistake("scores not scaled up", _previous_token_unscaled, "scale your scores up"),
+        Mistake("a scale that does not grow with T", _previous_token_fixed_strength, "must grow with T"),
+        Mistake("content not zeroed", _previous_token_content_leaks, "the content changes where it looks"),
     ],
 )
