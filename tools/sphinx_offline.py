@@ -10,12 +10,20 @@ On every HTML page it
 * warns (an error, as the build runs with warnings as errors) if a page would load a
   script or stylesheet from another host;
 * loads ``sidebar_toggles.js`` (tools/, copied to vendor/ by build_book.py), which makes
-  the themes' duplicate sidebar toggles work on phones.
+  the themes' duplicate sidebar toggles work on phones;
+* removes the test suite's scaffolding from the code a reader sees: nbval's markers
+  (``# NBVAL_IGNORE_OUTPUT`` and the ``# (why ...)`` line after it, ``# NBVAL_CHECK_OUTPUT``)
+  and the exercise generator's ``# BEGIN SOLUTION`` / ``# END SOLUTION`` lines. The
+  notebooks keep them (nbval and tools/generate_exercises.py read them); the website
+  does not show them.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from docutils import nodes
 
 from sphinx.application import Sphinx
 from sphinx.util import logging
@@ -57,7 +65,41 @@ def clean_page_assets(app: Sphinx, pagename: str, templatename: str, context: di
     context["script_files"] = kept
 
 
+SCAFFOLDING = re.compile(r"^\s*# (NBVAL_[A-Z_]+|BEGIN SOLUTION|END SOLUTION)\s*$")
+REASON = re.compile(r"^\s*# \(.*\)\s*$")  # "# (timings vary from run to run)" after a marker
+
+
+def strip_scaffolding(source: str) -> str:
+    """The code without the test suite's marker lines (and the reason line after an nbval marker)."""
+    kept: list[str] = []
+    after_marker = False
+    for line in source.split("\n"):
+        if SCAFFOLDING.match(line):
+            after_marker = "NBVAL" in line
+            continue
+        if after_marker and REASON.match(line):
+            continue
+        after_marker = False
+        kept.append(line)
+    while kept and not kept[0].strip():
+        kept.pop(0)
+    return "\n".join(kept)
+
+
+def hide_scaffolding(app: Sphinx, doctree: Any, docname: str) -> None:
+    for block in doctree.findall(nodes.literal_block):
+        parent = block.parent
+        if parent is None or "cell_input" not in parent.get("classes", []):
+            continue
+        text = block.astext()
+        cleaned = strip_scaffolding(text)
+        if cleaned != text:
+            block.children = [nodes.Text(cleaned)]
+            block.rawsource = cleaned
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.connect("doctree-resolved", hide_scaffolding)
     # Our fix for the themes' sidebar toggles (tools/sidebar_toggles.js, copied to vendor/).
     app.add_js_file("sidebar_toggles.js", loading_method="defer")
     # After every other handler (myst-nb adds the widget scripts at the default 500).
