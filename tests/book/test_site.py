@@ -1,0 +1,531 @@
+"""The website: it builds from a clean tree, works offline, and renders in a real browser.
+
+One session-scoped fixture builds the site once with tools/build_book.py (what
+`make book` runs) into _build/; the chapters' execution cache in _build/.jupyter_cache is
+kept, so a second run only re-executes chapters that changed. Every other site test
+reads that build. Artifacts (build log, link-check report, screenshots) go to
+tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+import yaml
+from bs4 import BeautifulSoup
+
+from tests.helpers import ROOT, tool
+
+BUILD = ROOT / "_build"
+HTML = BUILD / "html"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+build_book = tool("build_book")  # tools/build_book.py
+
+CHAPTERS = [
+    "notebooks/01_attention_math",
+    "notebooks/02_key_value_store",
+    "notebooks/03_soft_vs_hard",
+    "notebooks/04_multi_head",
+    "notebooks/05_positional_encoding",
+    "notebooks/06_encoder_decoder",
+    "notebooks/07_transfer_learning",
+]
+PARTS = {"Foundations": CHAPTERS[0:3], "Building blocks": CHAPTERS[3:5], "Models": CHAPTERS[5:7]}
+BOOK_PAGES = ["book/intro", "book/setup", "book/exercises", "book/notation", "book/glossary", "book/references", "book/credits"]
+
+# Console messages at level SEVERE that the browser test tolerates, each with its reason.
+# Keep this list short: every entry is a known, understood, harmless message.
+ALLOWED_BROWSER_ERRORS: list[tuple[str, str]] = [
+    # (regular expression, reason)
+]
+
+
+def _toc_files(toc: dict) -> list[str]:
+    files = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries:
+            if "file" in entry:
+                files.append(entry["file"])
+            walk(entry.get("sections", []) + entry.get("chapters", []))
+
+    for part in toc.get("parts", []):
+        walk(part.get("chapters", []))
+    walk(toc.get("chapters", []))
+    return files
+
+
+def first_chapter() -> Path:
+    """The first chapter notebook that exists: the browser and Colab-like tests use it."""
+    chapters = sorted((ROOT / "notebooks").glob("0*.ipynb"))
+    if not chapters:
+        pytest.fail("no chapter notebook exists yet (notebooks/0*.ipynb): the site and Colab tests need one")
+    return chapters[0]
+
+
+# ---------------------------------------------------------------------------------------
+# Table of contents (no build needed)
+
+
+def test_toc_lists_the_seven_chapters_in_order_in_their_parts():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    files = _toc_files(toc)
+    assert [f for f in files if f.startswith("notebooks/")] == CHAPTERS
+    parts = {part.get("caption"): [entry["file"] for entry in part["chapters"]] for part in toc["parts"]}
+    for caption, chapters in PARTS.items():
+        assert parts.get(caption) == chapters, f"part {caption!r} should list {chapters}, lists {parts.get(caption)}"
+
+
+def test_toc_lists_every_book_page_with_the_introduction_as_root():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    assert toc["root"] == "book/intro"
+    assert set(BOOK_PAGES) <= set(_toc_files(toc))
+    for page in BOOK_PAGES:
+        assert (ROOT / f"{page}.md").is_file(), f"{page}.md is listed in _toc.yml but missing"
+
+
+def test_effective_toc_leaves_out_only_chapters_that_do_not_exist():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    effective, skipped = build_book.effective_toc(toc)
+    existing = [c for c in CHAPTERS if (ROOT / f"{c}.ipynb").exists()]
+    assert [f for f in _toc_files(effective) if f.startswith("notebooks/")] == existing
+    assert sorted(skipped) == sorted(set(CHAPTERS) - set(existing))
+
+
+def test_vendored_javascript_is_not_under_a_static_folder():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    sphinx = config["sphinx"]["config"]
+    assert all("_static" not in Path(path).parts for path in sphinx["html_static_path"])
+    assert not (ROOT / "_static").exists(), "jupyter-book injects every .js/.css under _static/ into every page"
+    assert "://" not in sphinx["mathjax_path"]
+    assert all("://" not in path for path in sphinx["nb_ipywidgets_js"])
+
+
+def test_npm_assets_are_pinned_in_package_json_and_the_lock_file():
+    package = json.loads((ROOT / "package.json").read_text())
+    lock = json.loads((ROOT / "package-lock.json").read_text())
+    for name in ("mathjax", "requirejs", "@jupyter-widgets/html-manager"):
+        version = package["dependencies"][name]
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"{name} must be pinned exactly, got {version!r}"
+        assert lock["packages"][f"node_modules/{name}"]["version"] == version
+    assert package["dependencies"]["mathjax"].startswith("3.")
+    assert package["dependencies"]["@jupyter-widgets/html-manager"].startswith("1."), "ipywidgets 8 needs html-manager 1.x"
+
+
+# ---------------------------------------------------------------------------------------
+# The build
+
+
+@pytest.fixture(scope="session")
+def site() -> Path:
+    """Build the site once per test run, even when pytest-xdist workers share the tests.
+
+    The first worker to get here builds while holding a lock on _build/.site.lock and
+    leaves the run's id (PYTEST_XDIST_TESTRUNUID) beside it; a worker that finds that id
+    reuses the build. (xdist's ``--dist loadgroup``, which would keep these tests on one
+    worker, does not group them under pytest 9.)
+    """
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    BUILD.mkdir(parents=True, exist_ok=True)
+    marker = BUILD / ".site-built-for-run"
+    with (BUILD / ".site.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if run and marker.is_file() and marker.read_text() == run and (HTML / "index.html").is_file():
+            return HTML
+        marker.unlink(missing_ok=True)
+        _build_site()
+        if run:
+            marker.write_text(run)
+    return HTML
+
+
+def _build_site() -> None:
+    """Build the site from a clean tree (keeping only the execution cache) into _build/html."""
+    for stale in (HTML, BUILD / ".doctrees", BUILD / "jupyter_execute", ROOT / "vendor"):
+        shutil.rmtree(stale, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = ARTIFACTS / "build.log"
+    start = time.perf_counter()
+    with log.open("w") as handle:
+        completed = subprocess.run(
+            [sys.executable, str(ROOT / "tools" / "build_book.py"), str(BUILD)],
+            cwd=ROOT,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    seconds = time.perf_counter() - start
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+    assert completed.returncode == 0, f"the site did not build (log: {log}):\n{tail}"
+    print(f"site built in {seconds:.0f} s")
+
+
+def _pages(site: Path) -> list[Path]:
+    return sorted(path for path in site.rglob("*.html") if "_static" not in path.parts)
+
+
+def test_site_builds_with_a_page_for_every_existing_chapter_and_book_page(site):
+    assert (site / "index.html").is_file()
+    for page in BOOK_PAGES + [c for c in CHAPTERS if (ROOT / f"{c}.ipynb").exists()]:
+        assert (site / f"{page}.html").is_file(), f"no page for {page}"
+    assert not list(site.rglob("notebooks/exercises/*.html")), "student notebooks must not be on the site"
+
+
+REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.I)
+CSS_REMOTE = re.compile(r"""(?:@import\s+(?:url\()?|url\()\s*['"]?\s*((?:https?:)?//[^'")\s]+)""", re.I)
+
+
+def _remote(url: str | None) -> bool:
+    return bool(url) and bool(REMOTE.match(url.strip())) and not url.strip().startswith("file:")
+
+
+def test_no_page_loads_a_script_stylesheet_font_or_image_from_the_network(site):
+    problems: list[str] = []
+    stylesheets: set[Path] = set()
+    for page in _pages(site):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        name = page.relative_to(site)
+        for tag in soup.find_all("script", src=True):
+            if _remote(tag["src"]):
+                problems.append(f"{name}: script {tag['src']}")
+        for tag in soup.find_all("link", href=True):
+            rel = {r.lower() for r in tag.get("rel", [])}
+            if rel & {"stylesheet", "preload", "modulepreload", "prefetch", "icon", "shortcut"} and _remote(tag["href"]):
+                problems.append(f"{name}: <link rel={' '.join(rel)}> {tag['href']}")
+            elif "stylesheet" in rel:
+                stylesheets.add((page.parent / tag["href"].split("?")[0]).resolve())
+        for tag in soup.find_all(["img", "source", "iframe", "embed", "object"]):
+            for attribute in ("src", "data", "srcset"):
+                if _remote(tag.get(attribute)):
+                    problems.append(f"{name}: <{tag.name}> {tag[attribute]}")
+        for tag in soup.find_all("style"):
+            problems += [f"{name}: <style> {url}" for url in CSS_REMOTE.findall(tag.get_text())]
+        for tag in soup.find_all(style=True):
+            problems += [f"{name}: style attribute {url}" for url in CSS_REMOTE.findall(tag["style"])]
+    checked: set[Path] = set()
+    while stylesheets:
+        sheet = stylesheets.pop()
+        if sheet in checked or not sheet.is_file():
+            continue
+        checked.add(sheet)
+        text = re.sub(r"/\*.*?\*/", "", sheet.read_text(encoding="utf-8", errors="replace"), flags=re.S)
+        problems += [f"{sheet.relative_to(site)}: {url}" for url in CSS_REMOTE.findall(text)]
+        for local in re.findall(r"""@import\s+(?:url\()?\s*['"]([^'"]+\.css)""", text):
+            stylesheets.add((sheet.parent / local).resolve())
+    assert checked, "found no stylesheets to check"
+    assert not problems, "pages load from the network:\n" + "\n".join(sorted(set(problems)))
+
+
+def test_math_and_widgets_use_the_copies_served_by_the_site(site):
+    pages_with_math = 0
+    for page in _pages(site):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        sources = [tag["src"].split("?")[0] for tag in soup.find_all("script", src=True)]
+        if soup.select(".math"):
+            pages_with_math += 1
+            assert any(src.endswith("_static/mathjax/tex-mml-chtml.js") for src in sources), page
+        if soup.find("script", type="application/vnd.jupyter.widget-state+json"):
+            for needed in ("_static/widgets_offline.js", "_static/require.js", "_static/html-manager/embed-amd.js"):
+                assert any(src.endswith(needed) for src in sources), f"{page} lacks {needed}"
+        for src in sources:
+            assert (page.parent / src).resolve().is_file(), f"{page}: {src} does not exist"
+    assert pages_with_math >= 1
+    assert (site / "_static" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").is_dir()
+
+
+# Widget models a reader would operate; a view containing one is a "widget cell" that must
+# also leave a figure. Display-only widgets (a finished tqdm bar: HBox, FloatProgress, HTML)
+# render fine from their saved state.
+INTERACTIVE_MODEL = re.compile(
+    r"Slider|Dropdown|Text|Button|Checkbox|Toggle|Select|Radio|Combobox|Play|Picker|Tab|Accordion|Upload"
+)
+
+
+def _models_under(model_id: str, state: dict) -> set[str]:
+    """Model names reachable from a widget model through its IPY_MODEL_ references."""
+    seen: set[str] = set()
+    names: set[str] = set()
+    stack = [model_id]
+    while stack:
+        current = stack.pop()
+        if current in seen or current not in state:
+            continue
+        seen.add(current)
+        names.add(state[current]["model_name"])
+        stack += re.findall(r"IPY_MODEL_([0-9a-f]+)", json.dumps(state[current]["state"]))
+    return names
+
+
+def test_no_chapter_shows_an_empty_widget_box(site):
+    """A widget on a static page shows only its saved state: any widget view left on a page
+    must have its state saved with it, and an interactive widget's cell must also leave a
+    figure (attention_book's widgets put a PNG in their output, which the site shows)."""
+    problems = []
+    for page in sorted((site / "notebooks").glob("*.html")):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        state_tag = soup.find("script", type="application/vnd.jupyter.widget-state+json")
+        state = json.loads(state_tag.string)["state"] if state_tag else {}
+        for cell in soup.select("div.cell"):
+            source = cell.select_one(".cell_input pre")
+            snippet = repr(source.get_text()[:60].strip()) if source else "?"
+            interactive = False
+            for view in cell.find_all("script", type="application/vnd.jupyter.widget-view+json"):
+                model = json.loads(view.string)["model_id"]
+                if model not in state:
+                    problems.append(f"{page.name}: cell {snippet}: widget {model} has no saved state (an empty box)")
+                interactive |= any(INTERACTIVE_MODEL.search(name) for name in _models_under(model, state))
+            if interactive and not cell.select(".cell_output img, .cell_output svg"):
+                problems.append(f"{page.name}: cell {snippet} shows an interactive widget but no static figure")
+    assert not problems, "\n".join(problems)
+
+
+def test_every_internal_link_and_image_resolves(site, tmp_path):
+    """LinkChecker crawls the site from index.html; external links are only syntax-checked.
+
+    Its AnchorCheck plugin would also check #fragments, but it re-reads a page for every
+    fragment and took about 140 s of the test run; the next test checks them instead.
+    """
+    linkchecker = shutil.which("linkchecker", path=str(Path(sys.executable).parent)) or shutil.which("linkchecker")
+    assert linkchecker, "linkchecker is not installed (it is in the book extra)"
+    config = tmp_path / "linkcheckerrc"
+    config.write_text("[checking]\nthreads=2\n[filtering]\ncheckextern=0\n")
+    report = ARTIFACTS / "linkcheck.csv"
+    with report.open("w") as handle:
+        subprocess.run(
+            [linkchecker, "--config", str(config), "--no-status", "--verbose", "--output", "csv", str(site / "index.html")],
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    rows = list(csv.DictReader((line for line in report.open() if not line.startswith("#")), delimiter=";"))
+    broken = [f"{row['urlname']} (in {row['parentname']}): {row['result'] or row['warningstring']}" for row in rows if row["valid"] != "True"]
+    local = [row for row in rows if row["url"].startswith("file:")]
+    pages = {row["url"] for row in local if row["url"].endswith(".html")}
+    print(f"linkchecker: {len(rows)} links checked, {len(local)} local, {len(pages)} pages")
+    assert len(pages) >= len(BOOK_PAGES), f"linkchecker reached only {len(pages)} pages"
+    assert not broken, f"{len(broken)} broken links (report: {report}):\n" + "\n".join(broken)
+
+
+def page_anchors(soup) -> set[str]:
+    """The fragments a page can be linked to: every id, and the name of every <a name=...>."""
+    return {tag["id"] for tag in soup.find_all(id=True)} | {tag["name"] for tag in soup.find_all("a", attrs={"name": True})}
+
+
+def broken_fragments(pages: dict[Path, object]) -> list[str]:
+    """Links ``page.html#fragment`` (to a page of the site, or ``#fragment`` on the same page) whose
+    target has no element with that id. ``pages`` maps each page's path to its parsed soup."""
+    anchors = {path.resolve(): page_anchors(soup) for path, soup in pages.items()}
+    problems = []
+    for path, soup in pages.items():
+        for link in soup.find_all("a", href=True):
+            href = link["href"].strip()
+            if "#" not in href or _remote(href) or href.startswith(("mailto:", "javascript:")):
+                continue
+            target, fragment = href.split("#", 1)
+            fragment = urllib.parse.unquote(fragment)
+            if not fragment:
+                continue
+            target_path = (path.parent / urllib.parse.unquote(target)).resolve() if target else path.resolve()
+            if target_path.suffix != ".html":
+                continue
+            if target_path not in anchors:
+                problems.append(f"{path.name}: link {href!r} goes to a page that is not on the site")
+            elif fragment not in anchors[target_path]:
+                problems.append(f"{path.name}: link {href!r}: {target_path.name} has no element with id {fragment!r}")
+    return problems
+
+
+def test_every_internal_anchor_resolves(site):
+    pages = {page: BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser") for page in _pages(site)}
+    checked = sum(1 for soup in pages.values() for link in soup.find_all("a", href=True) if "#" in link["href"] and not _remote(link["href"]))
+    assert checked > 50, f"only {checked} links with a #fragment were found: the check would prove little"
+    problems = broken_fragments(pages)
+    assert not problems, f"{len(problems)} links to a missing anchor:\n" + "\n".join(problems[:40])
+
+
+def test_the_anchor_check_finds_a_missing_anchor(tmp_path):
+    (tmp_path / "a.html").write_text('<p id="top"><a href="b.html#here">ok</a> <a href="b.html#gone">bad</a> <a href="#top">self</a></p>')
+    (tmp_path / "b.html").write_text('<h1 id="here">B</h1><a href="#nowhere">bad</a> <a href="c.html#x">no page</a>')
+    pages = {path: BeautifulSoup(path.read_text(), "html.parser") for path in sorted(tmp_path.glob("*.html"))}
+    problems = broken_fragments(pages)
+    assert len(problems) == 3, problems
+    assert any("'b.html#gone'" in p for p in problems) and any("'#nowhere'" in p for p in problems)
+    assert any("not on the site" in p for p in problems)
+
+
+# ---------------------------------------------------------------------------------------
+# A real browser, offline
+
+
+def _browser_paths() -> tuple[str, str] | None:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
+    return (chromium, driver) if chromium and driver else None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    paths = _browser_paths()
+    if paths is None:
+        message = "Chromium and chromedriver are needed (Debian packages chromium, chromium-driver; `make browser`)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message + "; under CI=true the browser test must run")
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager fetch anything
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    options = Options()
+    options.binary_location = paths[0]
+    for argument in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        # No network: every connection goes to a closed local port, every name fails.
+        "--proxy-server=127.0.0.1:9",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--window-size=1280,1500",
+        "--hide-scrollbars",
+    ):
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(paths[1]), options=options)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+WAIT_FOR_PAGE = """
+const done = arguments[arguments.length - 1];
+const start = Date.now();
+const widgetViews = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
+function waitForWidgets() {
+  // The widget manager renders after RequireJS has loaded it; give it up to 20 s.
+  if (!widgetViews || document.querySelector(".jupyter-widgets") || Date.now() - start > 20000) {
+    const mj = window.MathJax;
+    // Widget labels are typeset after MathJax's first pass (tools/widgets_offline.js).
+    const settle = mj && mj.startup && mj.startup.promise ? mj.startup.promise : Promise.resolve();
+    settle.then(() => setTimeout(() => done("ready"), 500), (e) => done("error: " + e));
+  } else {
+    setTimeout(waitForWidgets, 100);
+  }
+}
+(function poll() {
+  const mj = window.MathJax;
+  if (mj && mj.startup && mj.startup.promise) {
+    mj.startup.promise.then(waitForWidgets, (e) => done("error: " + e));
+  } else if (Date.now() - start > 30000) {
+    done(document.querySelector(".math") ? "MathJax never started" : "no math");
+  } else {
+    setTimeout(poll, 100);
+  }
+})();
+"""
+
+PAGE_REPORT = """
+const article = document.querySelector("article") || document.body;
+const text = (() => {
+  const copy = article.cloneNode(true);
+  copy.querySelectorAll("pre, code, script, style").forEach((e) => e.remove());
+  return copy.textContent;
+})();
+const visible = (e) => {
+  const r = e.getBoundingClientRect();
+  return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== "hidden" && !e.closest("details:not([open])");
+};
+const images = Array.from(article.querySelectorAll("img")).filter(visible);
+return {
+  mathElements: document.querySelectorAll(".math").length,
+  mathUntypeset: Array.from(document.querySelectorAll(".math")).filter((e) => !e.querySelector("mjx-container")).length,
+  mjxContainers: document.querySelectorAll("mjx-container").length,
+  rawDelimiters: (text.match(/\\\\\\(|\\\\\\[/g) || []).length,
+  images: images.map((i) => ({src: i.currentSrc, complete: i.complete, naturalWidth: i.naturalWidth, width: i.getBoundingClientRect().width})),
+  outputFigures: Array.from(article.querySelectorAll(".cell_output img, .cell_output svg")).filter(visible).length,
+  widgetViews: document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length,
+  renderedWidgets: document.querySelectorAll(".jupyter-widgets").length,
+  networkResources: performance.getEntriesByType("resource").map((r) => r.name).filter((n) => /^https?:/.test(n)),
+};
+"""
+
+
+def _load(driver, url: str) -> dict:
+    driver.get(url)
+    state = driver.execute_async_script(WAIT_FOR_PAGE)
+    assert state in {"ready", "no math"}, f"{url}: {state}"
+    return driver.execute_script(PAGE_REPORT)
+
+
+def _severe_messages(driver) -> list[str]:
+    messages = []
+    for entry in driver.get_log("browser"):
+        if entry["level"] != "SEVERE":
+            continue
+        if any(re.search(pattern, entry["message"]) for pattern, _reason in ALLOWED_BROWSER_ERRORS):
+            continue
+        messages.append(entry["message"])
+    return messages
+
+
+def _check_page(driver, url: str, *, expect_figure: bool) -> dict:
+    report = _load(driver, url)
+    errors = _severe_messages(driver)
+    assert not errors, f"{url}: JavaScript errors or failed loads:\n" + "\n".join(errors)
+    assert not report["networkResources"], f"{url} requested {report['networkResources']}"
+    assert report["mathElements"] > 0, f"{url} has no maths to check"
+    assert report["mjxContainers"] > 0 and report["mathUntypeset"] == 0, f"{url}: math not typeset: {report}"
+    assert report["rawDelimiters"] == 0, f"{url}: raw \\( or \\[ left in the text"
+    broken = [image for image in report["images"] if not image["complete"] or image["naturalWidth"] == 0]
+    assert not broken, f"{url}: images that did not load: {broken}"
+    if expect_figure:
+        assert report["outputFigures"] > 0, f"{url}: no figure visible in the cell outputs"
+    if report["widgetViews"]:
+        assert report["renderedWidgets"] > 0, f"{url}: {report['widgetViews']} widget views, none rendered"
+    return report
+
+
+def test_index_renders_offline_in_chromium(site, browser):
+    report = _check_page(browser, (site / "index.html").as_uri(), expect_figure=False)
+    assert browser.current_url.endswith("book/intro.html")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(ARTIFACTS / "site_index.png"))
+    print(f"index: {report['mjxContainers']} formulas typeset")
+
+
+def test_a_chapter_renders_offline_in_chromium_with_maths_figures_and_widgets(site, browser):
+    chapter = first_chapter()
+    page = site / "notebooks" / f"{chapter.stem}.html"
+    assert page.is_file(), f"{chapter.name} was not built into {page}"
+    report = _check_page(browser, page.as_uri(), expect_figure=True)
+    browser.save_screenshot(str(ARTIFACTS / "site_chapter.png"))
+    from selenium.webdriver.common.by import By
+
+    figure = browser.find_elements(By.CSS_SELECTOR, "article .cell_output img")
+    if figure:
+        browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", figure[0])
+        time.sleep(0.3)
+        browser.save_screenshot(str(ARTIFACTS / "site_chapter_figure.png"))
+    print(
+        f"{chapter.stem}: {report['mjxContainers']} formulas, {report['outputFigures']} figures, "
+        f"{report['renderedWidgets']} widget elements"
+    )

@@ -1,0 +1,79 @@
+"""attention_book.analysis.plotting (every chapter and widget): the one heatmap, one colour map, attention figures."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+
+import attention_book as ab
+from attention_book.analysis.plotting import heatmap
+
+
+def _colour_bars(figure) -> list:
+    """The axes of a figure that hold a colour bar (matplotlib marks them with ``_colorbar``)."""
+    return [ax for ax in figure.axes if getattr(ax, "_colorbar", None) is not None]
+
+
+def test_heatmap_draws_one_image_in_the_books_colour_map_and_returns_its_axes():
+    matrix = torch.rand(3, 5)
+    ax = heatmap(matrix, title="scores", xlabel="keys", ylabel="queries")
+    assert len(ax.images) == 1
+    image = ax.images[0]
+    assert image.get_cmap().name == ab.ATTENTION_CMAP == "viridis"
+    np.testing.assert_allclose(image.get_array(), matrix.numpy())
+    assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == ("scores", "keys", "queries")
+    assert ab.heatmap is heatmap
+
+
+def test_heatmap_has_a_colour_bar_only_when_it_is_labelled():
+    plain = heatmap(torch.rand(2, 2))
+    assert _colour_bars(plain.figure) == [] and len(plain.figure.axes) == 1
+    labelled = heatmap(torch.rand(2, 2), colorbar_label="weight")
+    (bar,) = _colour_bars(labelled.figure)
+    assert bar._colorbar.ax.get_ylabel() == "weight"
+    assert len(labelled.figure.axes) == 2
+
+
+def test_heatmap_draws_into_given_axes_with_the_given_range():
+    figure, (left, right) = plt.subplots(1, 2)
+    ax = heatmap(np.eye(3), ax=right, vmin=-1.0, vmax=2.0)
+    assert ax is right and len(left.images) == 0
+    assert ax.images[0].get_clim() == (-1.0, 2.0)
+
+
+def test_heatmap_needs_a_matrix():
+    with pytest.raises(ValueError, match=r"2-D matrix, but got shape \(2, 2, 2\)"):
+        heatmap(torch.zeros(2, 2, 2))
+
+
+def test_plot_attention_labels_rows_as_queries_and_columns_as_keys():
+    weights = torch.softmax(torch.randn(3, 4), dim=-1)
+    ax = ab.plot_attention(weights, ["a", "b", "c"], ["w", "x", "y", "z"], title="demo")
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["w", "x", "y", "z"]
+    assert ax.get_title() == "demo" and "keys" in ax.get_xlabel() and "queries" in ax.get_ylabel()
+    assert ax.images[0].get_cmap().name == ab.ATTENTION_CMAP
+    assert len(_colour_bars(ax.figure)) == 1
+    assert len(ax.texts) == 12  # small matrices get their weights written in the cells
+
+
+def test_plot_attention_without_a_colour_bar_or_annotations():
+    ax = ab.plot_attention(torch.rand(2, 3), colorbar=False, annotate=False)
+    assert _colour_bars(ax.figure) == [] and len(ax.texts) == 0
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2"]
+
+
+def test_plot_attention_rejects_labels_of_the_wrong_length():
+    with pytest.raises(ValueError, match=r"query_labels has 2 labels but the weights have 3 rows \(queries\)"):
+        ab.plot_attention(torch.rand(3, 3), ["a", "b"], ["x", "y", "z"])
+
+
+def test_plot_attention_grid_has_one_panel_per_layer_and_head():
+    figure = ab.plot_attention_grid(torch.rand(2, 3, 4, 4), list("abcd"), list("abcd"), title="grid")
+    assert len(figure.axes) == 6
+    assert figure.axes[0].get_title() == "head 0"
+    assert all(len(ax.images) == 1 and ax.images[0].get_cmap().name == ab.ATTENTION_CMAP for ax in figure.axes)
+    as_list = ab.plot_attention_grid([torch.rand(1, 2, 3, 3), torch.rand(1, 2, 3, 3)])  # a batch axis of 1 per layer
+    assert len(as_list.axes) == 4
+    with pytest.raises(ValueError, match="layers, heads, T_q, T_k"):
+        ab.plot_attention_grid(torch.rand(3, 4, 4))

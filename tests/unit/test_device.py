@@ -1,0 +1,29 @@
+"""attention_book.device: which device computations run on, and the ATTENTION_BOOK_DEVICE override."""
+
+import pytest
+import torch
+
+import attention_book as ab
+
+
+def test_available_devices_lists_cpu_first():
+    devices = ab.available_devices()
+    assert devices[0] == "cpu"
+    assert ("cuda" in devices) == torch.cuda.is_available()
+
+
+def test_the_override_chooses_the_device(monkeypatch):
+    monkeypatch.setenv("ATTENTION_BOOK_DEVICE", "cpu")
+    assert ab.default_device() == torch.device("cpu")
+
+
+def test_without_an_override_the_fastest_available_device_is_chosen(monkeypatch):
+    monkeypatch.delenv("ATTENTION_BOOK_DEVICE", raising=False)
+    expected = "cuda" if "cuda" in ab.available_devices() else "mps" if "mps" in ab.available_devices() else "cpu"
+    assert ab.default_device().type == expected
+
+
+def test_device_override_names_the_choices(monkeypatch):
+    monkeypatch.setenv("ATTENTION_BOOK_DEVICE", "tpu")
+    with pytest.raises(ValueError, match=r"ATTENTION_BOOK_DEVICE='tpu'.*expected one of \['cpu'"):
+        ab.default_device()

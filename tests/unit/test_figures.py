@@ -1,0 +1,211 @@
+"""attention_book.figures (chapters 1-7): each chapter's own figures draw what they say, with titles and labelled axes.
+
+Also chapter 4's dependency parse (``figures.chapter04``): a reproducible drawing of the
+chapter's sentence, with or without a trained spaCy pipeline.
+"""
+
+import re
+
+import pytest
+import torch
+
+import attention_book as ab
+from attention_book.figures import chapter01, chapter02, chapter03, chapter04, chapter05, chapter06, chapter07
+from attention_book.figures.chapter04 import EXAMPLE_SENTENCE, HAND_PARSE, ParseFigure, parse_example, relations, render_parse
+from attention_book.recall import RecallModel
+
+
+def _labelled(ax) -> bool:
+    return bool(ax.get_title() and ax.get_xlabel() and ax.get_ylabel())
+
+
+# ---------------------------------------------------------------------------------
+# Chapter 1
+
+
+def test_chapter_1_tokens_and_outputs_draws_points_arrows_and_the_hull():
+    inputs = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    outputs = torch.tensor([[0.3, 0.3], [0.5, 0.2], [0.2, 0.5]])
+    ax = chapter01.plot_tokens_and_outputs(["a", "b", "c"], inputs, outputs, title="weighted sums")
+    assert ax.get_title() == "weighted sums" and ax.get_xlabel() == "feature 1"
+    assert len(ax.patches) >= 1  # the shaded triangle spanned by the tokens
+    assert {text.get_text() for text in ax.texts} >= {"a", "b", "c"}
+    with pytest.raises(ValueError, match="2 token labels were given for 3 vectors"):
+        chapter01.plot_tokens_and_outputs(["a", "b"], inputs, outputs)
+    with pytest.raises(ValueError, match=r"shape \(T, 2\)"):
+        chapter01.plot_tokens_and_outputs(["a"], torch.zeros(1, 3), torch.zeros(1, 3))
+
+
+def test_chapter_1_saturation_and_timings():
+    dims = [4, 16, 64]
+    band = torch.rand(2, 3)
+    figure = chapter01.plot_saturation(dims, band, band, band + 0.1, band + 0.1, num_keys=8)
+    assert len(figure.axes) == 2 and all(ax.get_title() and ax.get_xlabel() for ax in figure.axes)
+    assert "8" in figure.axes[0].get_title()
+    ax = chapter01.plot_timings([64, 128, 256], [1e-4, 4e-4, 1.6e-3], title="cost", device="cpu")
+    assert _labelled(ax) and ax.get_xscale() == ax.get_yscale() == "log"
+    assert [t.get_text() for t in ax.get_legend().texts][0] == "measured on cpu"
+
+
+# ---------------------------------------------------------------------------------
+# Chapter 2
+
+
+def test_chapter_2_recall_figures_show_both_maps_and_the_lookups():
+    task = ab.AssociativeRecall(3, seed=0)
+    torch.manual_seed(0)
+    model = RecallModel(len(task.vocab), max_len=10)
+    figure = chapter02.plot_recall_attention(model, task.tokens[0], task.vocab, title="one example")
+    top, bottom = figure.axes[:2]
+    labels = [task.vocab.tokens[i] for i in task.tokens[0].tolist()]
+    assert [t.get_text() for t in top.get_xticklabels()] == labels
+    assert top.images[0].get_array().shape == (10, 10) and bottom.images[0].get_array().shape == (1, 10)
+    assert bottom.get_yticklabels()[0].get_text() == f"{labels[-1]} asks"
+    lookups = chapter02.plot_lookups(model, task.tokens, task.vocab)
+    assert sum(len(ax.images) for ax in lookups.axes) == 3 and lookups._suptitle.get_text()
+
+
+# ---------------------------------------------------------------------------------
+# Chapter 3
+
+
+def test_chapter_3_weight_bars_show_l0_and_l1_and_exact_zeros():
+    weights = {"softmax": torch.tensor([0.2, 0.5, 0.3]), "sparsemax": torch.tensor([0.0, 0.7, 0.3])}
+    figure = chapter03.plot_weight_bars(weights, ["a", "b", "c"], title="bank")
+    titles = [ax.get_title() for ax in figure.axes if ax.get_title()]
+    assert any(title.startswith("softmax") and "= 3" in title for title in titles)
+    assert any(title.startswith("sparsemax") and "= 2" in title for title in titles)
+    with pytest.raises(ValueError, match="empty"):
+        chapter03.plot_weight_bars({}, ["a"])
+    with pytest.raises(ValueError, match="3 entries but 2 labels"):
+        chapter03.plot_weight_bars(weights, ["a", "b"])
+
+
+def test_chapter_3_threshold_sweep_score_and_loss_figures():
+    ax = chapter03.plot_threshold(torch.tensor([0.2, 1.9, 1.5]), 1.2, ["x", "y", "z"], title="threshold")
+    assert ax.get_title() == "threshold" and ax.get_xlabel() == "keys"
+    with pytest.raises(ValueError, match="3 scores but 2 labels"):
+        chapter03.plot_threshold(torch.tensor([0.2, 1.9, 1.5]), 1.2, ["x", "y"])
+    betas = torch.logspace(-1, 1, 5)
+    figure = chapter03.plot_beta_sweep(betas, {"softmax": torch.rand(5)}, {"softmax": torch.full((5,), 3.0)}, num_keys=3)
+    assert len(figure.axes) == 2 and all(ax.get_xscale() == "log" and ax.get_title() for ax in figure.axes)
+    grid = torch.linspace(-2, 2, 9)
+    figure = chapter03.plot_weight_against_score(grid, {"hardmax": (grid > 0).float()}, {"hardmax": torch.zeros(9)}, "bank",
+                                                 jumps={"hardmax": 0.0})
+    assert "bank" in figure.axes[0].get_xlabel()
+    figure = chapter03.plot_losses({"start 1": {"softmax": [1.0, 0.5], "hardmax": [1.0, 1.0]}, "start 2": {"softmax": [2.0, 1.0]}})
+    assert [ax.get_title() for ax in figure.axes] == ["start 1", "start 2"]
+    assert len(figure.axes[0].lines) == 2
+
+
+# ---------------------------------------------------------------------------------
+# Chapter 4: the dependency parse, and accuracy by relation
+
+
+def test_the_hand_written_parse_has_gave_as_root_with_three_different_dependents():
+    doc, source = parse_example(prefer_trained=False)
+    assert "hand-written" in source and doc.text == EXAMPLE_SENTENCE
+    assert [token.dep_ for token in doc] == HAND_PARSE["deps"]
+    assert [token.pos_ for token in doc] == HAND_PARSE["pos"]
+    arcs = relations(doc)
+    assert ("gave", "nsubj", "She") in arcs and ("gave", "dative", "brother") in arcs and ("gave", "dobj", "bicycle") in arcs
+    assert len(arcs) == len(doc) - 1  # every word but the root has one head
+
+
+def test_the_drawing_is_the_same_svg_every_time_with_no_random_ids():
+    doc, _ = parse_example(prefer_trained=False)
+    first, second = render_parse(doc), render_parse(doc)
+    assert isinstance(first, ParseFigure) and first.svg == second.svg
+    svg = first._repr_svg_()
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert not re.search(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])", svg), "displaCy's random hex id survived"
+    for label in ("nsubj", "dative", "dobj", "amod", "bicycle"):
+        assert label in svg
+    assert repr(first) == f"<dependency parse of {EXAMPLE_SENTENCE!r}>"
+
+
+def test_a_different_sentence_without_a_trained_pipeline_is_a_clear_error():
+    with pytest.raises(ValueError, match="only the chapter's sentence"):
+        parse_example("The cat sat", prefer_trained=False)
+    with pytest.raises(ValueError, match="non-empty string"):
+        parse_example("  ")
+
+
+def test_plot_relation_accuracy_draws_one_bar_per_model_and_relation():
+    results = {"a": {"x": 0.5, "y": 1.0}, "b": {"x": 0.25, "y": 0.75}}
+    ax = chapter04.plot_relation_accuracy(results)
+    assert len(ax.patches) == 4 and ax.get_ylabel() == "held-out accuracy" and ax.get_title()
+
+
+# ---------------------------------------------------------------------------------
+# Chapter 5
+
+
+def test_chapter_5_figures_have_labelled_axes_and_titles():
+    table = ab.sinusoidal_encoding(16, 8)
+    for ax in (
+        chapter05.plot_encoding_table(table),
+        chapter05.plot_encoding_columns(table, [0, 2, 6]),
+        chapter05.plot_similarity(table @ table.T),
+        chapter05.plot_offset_scores(table @ table.T),
+        chapter05.plot_accuracy_by_length({"a": {4: 1.0, 9: 0.7}}, (4, 8)),
+    ):
+        assert _labelled(ax)
+    history = ab.History(step_loss=[0.7] * 30, epoch=[1, 2, 3], valid_metric=[0.5, 0.5, 0.5], steps=30)
+    figure = chapter05.plot_order_training({"no positions": history, "sinusoidal": history}, steps_per_epoch=10)
+    assert all(_labelled(ax) for ax in figure.axes)
+
+
+def test_chapter_5_heatmaps_are_the_books_heatmap():
+    table = ab.sinusoidal_encoding(16, 8)
+    ax = chapter05.plot_encoding_table(table)
+    assert len(ax.images) == 1 and ax.images[0].get_cmap().name == ab.ATTENTION_CMAP
+    torch.testing.assert_close(torch.as_tensor(ax.images[0].get_array()).float(), table)
+
+
+# ---------------------------------------------------------------------------------
+# Chapter 6
+
+
+def test_chapter_6_figures_have_titles_and_labels():
+    figure = chapter06.plot_block_diagram()
+    assert len(figure.axes) == 2 and all(ax.get_title() for ax in figure.axes)
+    ax = chapter06.plot_mask(ab.causal_mask(4), list("abcd"), list("abcd"), title="causal")
+    assert ax.get_title() == "causal" and ax.get_xlabel() and ax.get_ylabel()
+    assert [t.get_text() for t in ax.texts].count("\u2713") == 10
+    ax = chapter06.plot_gradient_by_depth([1, 2, 4], [0.3, 0.2, 0.1], [0.3, 0.3, 0.3])
+    assert _labelled(ax) and len(ax.get_legend().texts) == 2
+    with pytest.raises(ValueError, match="matrix"):
+        chapter06.plot_mask(torch.ones(2, 2, 2, dtype=torch.bool))
+
+
+def test_plot_decoding_attention_labels_steps_with_fed_and_written_tokens():
+    torch.manual_seed(0)
+    seq2seq = ab.EncoderDecoder(13, 13, d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=10).eval()
+    vocab = ab.SequenceTask("sort", 1, num_symbols=10).vocab
+    figure = chapter06.plot_decoding_attention(seq2seq, torch.tensor([[5, 9, 3, ab.PAD]]), vocab)
+    left, right = figure.axes[:2]
+    assert [t.get_text() for t in left.get_xticklabels()] == ["C", "G", "A"]  # the padding is dropped
+    assert left.get_yticklabels()[0].get_text().startswith("<bos> \u2192")
+    assert left.get_title() and right.get_title() and left.get_xlabel() and right.get_xlabel()
+
+
+# ---------------------------------------------------------------------------------
+# Chapter 7
+
+
+def test_chapter_7_figures_have_titles_and_labelled_axes(minilm):
+    from attention_book.analysis.heads import HEAD_PATTERNS, strongest_heads
+
+    ax = chapter07.plot_learning_curves({"a": {100: 0.5, 300: 0.6}, "b": {100: 0.7}}, baseline=0.58)
+    assert ax.get_xlabel() == "labelled training examples" and ax.get_ylabel() == "test accuracy" and ax.get_title()
+    scores = {pattern: torch.rand(6, 12) for pattern in HEAD_PATTERNS}
+    figure = chapter07.plot_head_scores(scores)
+    titled = [ax for ax in figure.axes if ax.get_title()]
+    assert len(titled) == len(HEAD_PATTERNS) and all(ax.get_xlabel() == "head" for ax in titled)
+    heads = strongest_heads(scores)[:2]
+    figure = chapter07.plot_heads(minilm, "A fine film.", heads)
+    assert all(ax.get_xlabel() == "keys (attended to)" for ax in figure.axes[:2])
+    assert not minilm.training
+    ax = chapter07.plot_contextual_similarity({"same sense": [1.0, 0.9], "different sense": [1.0, 0.8]}, "bank")
+    assert "bank" in ax.get_title()
