@@ -59,7 +59,7 @@ exercises: $(STAMP)
 	$(PY) tools/generate_exercises.py notebooks notebooks/exercises
 
 # One pytest-xdist worker per CPU core (tests/conftest.py gives each one PyTorch thread); the
-# site is built once per run whichever workers its tests land on (see tests/test_site.py).
+# site is built once per run whichever workers its tests land on (see tests/book/test_site.py).
 test: $(STAMP) $(NODE_STAMP) browser
 	$(BIN)/pytest tests -n auto --durations=15
 

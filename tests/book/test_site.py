@@ -9,8 +9,11 @@ tests/artifacts/.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import fcntl
+import functools
+import http.server
 import json
 import os
 import re
@@ -18,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -291,31 +295,74 @@ def test_no_chapter_shows_an_empty_widget_box(site):
     assert not problems, "\n".join(problems)
 
 
+@contextlib.contextmanager
+def _served(folder: Path):
+    """``folder`` over HTTP on 127.0.0.1 (a free port) while the block runs; yields the base URL.
+
+    LinkChecker, run as root, drops its privileges to the user nobody, who cannot read a
+    checkout inside a private (0700) home folder, so it reached one page of the site
+    there. Served by this (the test's) process, the files need no permission of nobody's.
+    """
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _link_check(folder: Path, tmp_path: Path, report: Path) -> tuple[list[dict], list[str], set[str]]:
+    """LinkChecker over HTTP from folder/index.html: (rows, broken links, local pages reached)."""
+    linkchecker = shutil.which("linkchecker", path=str(Path(sys.executable).parent)) or shutil.which("linkchecker")
+    assert linkchecker, "linkchecker is not installed (it is in the book extra)"
+    config = tmp_path / "linkcheckerrc"
+    config.write_text("[checking]\nthreads=2\n[filtering]\ncheckextern=0\n")
+    with _served(folder) as base, report.open("w") as handle:
+        subprocess.run(
+            [linkchecker, "--config", str(config), "--no-status", "--verbose", "--output", "csv", base + "index.html"],
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            check=False,
+            timeout=600,
+        )
+    rows = list(csv.DictReader((line for line in report.open() if not line.startswith("#")), delimiter=";"))
+    broken = [f"{row['urlname']} (in {row['parentname']}): {row['result'] or row['warningstring']}" for row in rows if row["valid"] != "True"]
+    local = [row for row in rows if row["url"].startswith(base)]
+    pages = {row["url"] for row in local if row["url"].endswith(".html") and row["valid"] == "True"}
+    return rows, broken, pages
+
+
 def test_every_internal_link_and_image_resolves(site, tmp_path):
     """LinkChecker crawls the site from index.html; external links are only syntax-checked.
 
     Its AnchorCheck plugin would also check #fragments, but it re-reads a page for every
     fragment and took about 140 s of the test run; the next test checks them instead.
     """
-    linkchecker = shutil.which("linkchecker", path=str(Path(sys.executable).parent)) or shutil.which("linkchecker")
-    assert linkchecker, "linkchecker is not installed (it is in the book extra)"
-    config = tmp_path / "linkcheckerrc"
-    config.write_text("[checking]\nthreads=2\n[filtering]\ncheckextern=0\n")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     report = ARTIFACTS / "linkcheck.csv"
-    with report.open("w") as handle:
-        subprocess.run(
-            [linkchecker, "--config", str(config), "--no-status", "--verbose", "--output", "csv", str(site / "index.html")],
-            stdout=handle,
-            stderr=subprocess.PIPE,
-            check=False,
-        )
-    rows = list(csv.DictReader((line for line in report.open() if not line.startswith("#")), delimiter=";"))
-    broken = [f"{row['urlname']} (in {row['parentname']}): {row['result'] or row['warningstring']}" for row in rows if row["valid"] != "True"]
-    local = [row for row in rows if row["url"].startswith("file:")]
-    pages = {row["url"] for row in local if row["url"].endswith(".html")}
-    print(f"linkchecker: {len(rows)} links checked, {len(local)} local, {len(pages)} pages")
+    rows, broken, pages = _link_check(site, tmp_path, report)
+    print(f"linkchecker: {len(rows)} links checked, {len(pages)} pages")
     assert len(pages) >= len(BOOK_PAGES), f"linkchecker reached only {len(pages)} pages"
     assert not broken, f"{len(broken)} broken links (report: {report}):\n" + "\n".join(broken)
+
+
+def test_the_link_check_works_in_a_private_folder_and_finds_a_broken_link(tmp_path):
+    """The same check on a two-page site in a 0700 folder (as a clone in root's home): it
+    reaches both pages and reports exactly the one broken link."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    (private / "index.html").write_text('<html><body><a href="second.html">next</a> <a href="missing.html">gone</a></body></html>')
+    (private / "second.html").write_text('<html><body><a href="index.html">back</a></body></html>')
+    rows, broken, pages = _link_check(private, tmp_path, tmp_path / "report.csv")
+    assert {page.rsplit("/", 1)[-1] for page in pages} == {"index.html", "second.html"}, rows
+    assert len(broken) == 1 and "missing.html" in broken[0], broken
 
 
 def page_anchors(soup) -> set[str]:
@@ -529,3 +576,78 @@ def test_a_chapter_renders_offline_in_chromium_with_maths_figures_and_widgets(si
         f"{chapter.stem}: {report['mjxContainers']} formulas, {report['outputFigures']} figures, "
         f"{report['renderedWidgets']} widget elements"
     )
+
+
+SCAFFOLDING_WORDS = re.compile(r"NBVAL|BEGIN SOLUTION|END SOLUTION")
+
+
+def test_chapter_pages_show_no_test_scaffolding(site):
+    """nbval's markers and the solution markers stay in the notebooks (nbval and the exercise
+    generator read them) but not on the chapter pages a reader sees (tools/sphinx_offline.py).
+    book/exercises.html is exempt: it explains those markers to students and instructors."""
+    found = []
+    for page in sorted((site / "notebooks").glob("*.html")):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        for tag in soup(["script", "style"]):
+            tag.decompose()
+        article = soup.find("article") or soup
+        found += [f"{page.name}: {match}" for match in SCAFFOLDING_WORDS.findall(article.get_text())]
+    assert not found, "scaffolding shown on the site:\n" + "\n".join(found)
+    assert not SCAFFOLDING_WORDS.search("x = 1\ncheck('1.1', f)")  # the pattern itself can match only markers
+
+
+def _visible(driver, selector: str) -> list:
+    from selenium.webdriver.common.by import By
+
+    return [element for element in driver.find_elements(By.CSS_SELECTOR, selector) if element.is_displayed()]
+
+
+def test_sidebar_toggles_work_on_a_phone_and_on_a_desktop(site, browser):
+    """At 390 px the chapter drawer and the contents drawer open and a link in the drawer works;
+    at 1280 px the toggle collapses the sidebar and brings it back (tools/sidebar_toggles.js)."""
+    from selenium.webdriver.common.by import By
+
+    page = (site / "notebooks" / f"{first_chapter().stem}.html").as_uri()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    try:
+        browser.set_window_size(390, 844)
+        _load(browser, page)
+        toggles = _visible(browser, ".primary-toggle")
+        assert len(toggles) == 1, f"{len(toggles)} visible chapter toggles at 390 px"
+        toggles[0].click()
+        time.sleep(0.5)
+        drawer = browser.find_element(By.ID, "pst-primary-sidebar-modal")
+        assert drawer.get_attribute("open") is not None, "the chapter drawer did not open at 390 px"
+        browser.save_screenshot(str(ARTIFACTS / "site_phone_chapters.png"))
+        links = [link for link in drawer.find_elements(By.CSS_SELECTOR, "a.reference.internal") if link.is_displayed()]
+        target = next(link for link in links if "notebooks/" in (link.get_attribute("href") or "") and link.get_attribute("href") != browser.current_url)
+        href = target.get_attribute("href").split("#")[0]
+        target.click()
+        deadline = time.monotonic() + 10
+        while browser.current_url.split("#")[0] != href and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert browser.current_url.split("#")[0] == href, "following a link in the drawer did not open its page"
+
+        _load(browser, page)
+        contents = _visible(browser, ".secondary-toggle")
+        assert contents, "no visible page-contents toggle at 390 px"
+        contents[0].click()
+        time.sleep(0.5)
+        assert browser.find_element(By.ID, "pst-secondary-sidebar-modal").get_attribute("open") is not None, (
+            "the page-contents drawer did not open at 390 px"
+        )
+        browser.save_screenshot(str(ARTIFACTS / "site_phone_contents.png"))
+
+        browser.set_window_size(1280, 1500)
+        _load(browser, page)
+        sidebar = browser.find_element(By.ID, "pst-primary-sidebar")
+        assert sidebar.is_displayed()
+        _visible(browser, ".primary-toggle")[0].click()
+        time.sleep(0.5)
+        assert not sidebar.is_displayed(), "at 1280 px the toggle did not collapse the sidebar"
+        browser.save_screenshot(str(ARTIFACTS / "site_desktop_collapsed.png"))
+        _visible(browser, ".primary-toggle")[0].click()
+        time.sleep(0.5)
+        assert sidebar.is_displayed(), "at 1280 px the toggle did not bring the sidebar back"
+    finally:
+        browser.set_window_size(1280, 1500)

@@ -8,7 +8,6 @@ import hashlib
 
 import pytest
 
-from attention_book import _files
 from attention_book._files import ChecksumError, MissingPackageError, file_sha256, installed_file
 
 PIP = "pip install some-package==1.0"

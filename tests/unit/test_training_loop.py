@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 import attention_book as ab
-from attention_book.training.loop import History, evaluate, fit, move_batch, set_seed
+from attention_book.training.loop import History, evaluate, move_batch, set_seed
 
 
 def _data(steps=10, batch=4, seed=0):

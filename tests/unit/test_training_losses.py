@@ -4,7 +4,6 @@ A model gets the batch's padding mask when the batch has one; positions whose ta
 IGNORE take no part; the masked-token loss equals the per-token loss it saves work on.
 """
 
-import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn

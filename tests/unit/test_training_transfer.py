@@ -199,3 +199,23 @@ def test_probing_every_layer_returns_one_accuracy_per_layer():
     features = ReviewFeatures(pooled, torch.zeros(120, 1, 4), torch.ones(120, 1, dtype=torch.bool), 0, 1.0)
     accuracies = probe_every_layer(features.take(80), labels[:80], features, labels)
     assert len(accuracies) == 3 and max(range(3), key=lambda i: accuracies[i]) == 1
+
+
+class _CopyInput(torch.nn.Module):
+    """Predicts the piece it is shown at every position: it can score only where the answer is visible."""
+
+    def __init__(self, vocab_size: int):
+        super().__init__()
+        self.vocab_size = vocab_size
+
+    def forward(self, tokens, padding_mask=None, chosen=None):
+        logits = torch.nn.functional.one_hot(tokens, self.vocab_size).float()  # (batch, T, vocab)
+        return logits[chosen] if chosen is not None else logits
+
+
+def test_the_masked_language_model_score_cannot_see_its_targets(vocabulary):
+    """Only [MASK] positions are scored: a model that copies its input scores exactly 0 there,
+    on every masking (at the 10 % of chosen positions left unchanged it would score 100 %)."""
+    texts = [review for review in REVIEWS for _ in range(20)]
+    for seed in range(1, 6):
+        assert masked_token_accuracy(_CopyInput(len(vocabulary)), vocabulary, texts, seed=seed) == 0.0

@@ -11,9 +11,6 @@ Exercises live in one module per chapter (``chapter01.py``, ...), each calling
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-
 from ._core import (
     FAIL_MARK,
     NOT_IMPLEMENTED,
@@ -27,6 +24,7 @@ from ._core import (
     check,
     diagnose,
     get,
+    load_all,
     random_generator,
     register,
     require_tensor_like,
@@ -53,15 +51,3 @@ __all__ = [
     "NOT_IMPLEMENTED",
 ]
 
-_loaded = False
-
-
-def load_all() -> None:
-    """Import every ``chapterNN`` module of this package, registering its exercises (once)."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if module.name.startswith("chapter") or module.name.startswith("sample"):
-            importlib.import_module(f"{__name__}.{module.name}")

@@ -15,6 +15,8 @@ the test suite runs every one of them through :func:`check`.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,9 +71,22 @@ def register(exercise_id: str, title: str, checker: Callable[[Any], None], solut
     return exercise
 
 
-def get(exercise_id: str) -> Exercise:
-    from . import load_all
+_loaded = False
 
+
+def load_all() -> None:
+    """Import every ``chapterNN`` module of this package, registering its exercises (once)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    package = __name__.rsplit(".", 1)[0]  # attention_book.exercises
+    for module in sorted(pkgutil.iter_modules(importlib.import_module(package).__path__), key=lambda m: m.name):
+        if module.name.startswith("chapter") or module.name.startswith("sample"):
+            importlib.import_module(f"{package}.{module.name}")
+
+
+def get(exercise_id: str) -> Exercise:
     load_all()
     key = str(exercise_id)
     if key not in REGISTRY:
@@ -134,8 +149,6 @@ def summary(chapter: int | str | None = None) -> None:
     (``tests/sample_exercises``), which only demonstrates the mechanism; ``summary(0)``
     lists it.
     """
-    from . import load_all
-
     load_all()
     wanted = None if chapter is None else (str(int(chapter)) if str(chapter).isdigit() else str(chapter))
     chosen = [
