@@ -173,6 +173,22 @@ def summary(chapter: int | str | None = None) -> None:
 # Helpers for writing checkers
 
 
+def diagnose_weights(weights, expected, what: str, known_mistakes: dict) -> None:
+    """:func:`diagnose` for attention weights: a generic difference whose rows do not sum to 1
+    is reported as that, the clearer hint (chapters 1 and 2)."""
+    try:
+        diagnose(weights, expected, what, known_mistakes=known_mistakes)
+    except ExerciseFailure as failure:
+        if "differs from the reference" in str(failure):
+            sums = weights.sum(dim=-1)
+            if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+                raise ExerciseFailure(
+                    f"{what} is wrong: its rows should each sum to 1 (a softmax over the last axis, the keys), "
+                    f"but one sums to {sums.flatten()[(sums - 1).abs().flatten().argmax()]:.3f}"
+                ) from None
+        raise
+
+
 def random_generator(seed: int | None = None) -> torch.Generator:
     """A fresh generator; without a seed, a new one each call so answers cannot be memorised."""
     generator = torch.Generator()
