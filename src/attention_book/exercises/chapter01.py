@@ -18,16 +18,7 @@ import math
 import torch
 
 from ..attention import attention_scores, causal_mask, scaled_dot_product_attention, softmax
-from ._core import (
-    ExerciseFailure,
-    Mistake,
-    call,
-    diagnose,
-    diagnose_weights,
-    random_generator,
-    register,
-    require_tensor_like,
-)
+from ._core import ExerciseFailure, Mistake, call, diagnose, diagnose_weights, random_generator, register, require_tensor_like
 
 # ---------------------------------------------------------------------------------
 # 1.1 Scores and weights of one query

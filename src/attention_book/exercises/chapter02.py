@@ -21,16 +21,7 @@ import torch
 from ..attention import scaled_dot_product_attention
 from ..key_value import SingleHeadAttention
 from ..key_value import soft_lookup as reference_soft_lookup
-from ._core import (
-    ExerciseFailure,
-    Mistake,
-    call,
-    diagnose,
-    diagnose_weights,
-    random_generator,
-    register,
-    require_tensor_like,
-)
+from ._core import ExerciseFailure, Mistake, call, diagnose, diagnose_weights, random_generator, register, require_tensor_like
 
 # ---------------------------------------------------------------------------------
 # 2.1 One attention head, for self- and cross-attention
