@@ -17,6 +17,7 @@ from attention_book.exercises import (
     PASS_MARK,
     REGISTRY,
     RESULTS,
+    CheckResult,
     Mistake,
     check,
     load_all,
@@ -140,13 +141,13 @@ BAD_ANSWERS = {
 @pytest.mark.parametrize("exercise_id", IDS)
 @pytest.mark.parametrize("name", list(BAD_ANSWERS))
 def test_check_never_raises_and_prints_one_line(exercise_id, name, capsys):
-    assert check(exercise_id, BAD_ANSWERS[name]) is False
+    assert not check(exercise_id, BAD_ANSWERS[name])
     line = _one_line(capsys)
     assert line.startswith(FAIL_MARK) and f"Exercise {exercise_id}" in line
 
 
 def test_an_unknown_exercise_is_one_line_not_an_exception(capsys):
-    assert check("99.9", _stub) is False
+    assert not check("99.9", _stub)
     line = _one_line(capsys)
     assert "99.9" in line and "0.1" in line  # names the known exercises
 
@@ -193,3 +194,12 @@ def test_summary_of_the_whole_book_leaves_out_the_sample_chapter(capsys):
 def test_summary_of_a_chapter_without_exercises_says_so(capsys):
     summary(98)
     assert capsys.readouterr().out == "No exercises registered for chapter 98.\n"
+
+
+def test_check_returns_a_result_that_a_notebook_does_not_display(capsys):
+    """check() prints its one line; its result is true or false but shows nothing in a notebook
+    (a plain True was displayed under every check line)."""
+    result = check("99.9", _stub)
+    assert isinstance(result, CheckResult) and not result and result == False  # noqa: E712
+    assert result._ipython_display_() is None
+    assert "CheckResult(passed=False)" == repr(result)

@@ -12,6 +12,7 @@ Exercises live in one module per chapter (``chapter01.py``, ...), each calling
 from __future__ import annotations
 
 from ._core import (
+    CheckResult,
     FAIL_MARK,
     NOT_IMPLEMENTED,
     PASS_MARK,
@@ -32,6 +33,7 @@ from ._core import (
 )
 
 __all__ = [
+    "CheckResult",
     "check",
     "summary",
     "register",

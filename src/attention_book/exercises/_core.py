@@ -102,17 +102,45 @@ def _raised_not_implemented(error: BaseException) -> bool:
     return isinstance(error, NotImplementedError)
 
 
-def check(exercise_id: str, answer: Any) -> bool:
+class CheckResult:
+    """What :func:`check` returns: true when the exercise passed, and invisible in a notebook.
+
+    A plain ``True`` would be displayed under the check line as the cell's result.
+    """
+
+    __slots__ = ("passed",)
+
+    def __init__(self, passed: bool):
+        self.passed = bool(passed)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __eq__(self, other: object) -> bool:
+        return bool(self) == other if isinstance(other, bool) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.passed)
+
+    def __repr__(self) -> str:
+        return f"CheckResult(passed={self.passed})"
+
+    def _ipython_display_(self) -> None:
+        """Display nothing: check() has printed its line."""
+
+
+def check(exercise_id: str, answer: Any) -> CheckResult:
     """Check ``answer`` for an exercise; print one line saying whether it passed and why not.
 
     Never raises: an answer that crashes gets a line naming the error and where it happened.
-    Returns True when the answer passed.
+    Returns a :class:`CheckResult`, true when the answer passed; a notebook shows nothing
+    for it (the printed line says it all), so a check cell shows exactly one line.
     """
     try:
         exercise = get(exercise_id)
     except KeyError as error:
         print(f"{FAIL_MARK} {error.args[0]}")
-        return False
+        return CheckResult(False)
     label = f"Exercise {exercise.id} ({exercise.title})"
     try:
         with torch.random.fork_rng(devices=[]):
@@ -120,21 +148,21 @@ def check(exercise_id: str, answer: Any) -> bool:
     except ExerciseFailure as failure:
         RESULTS[exercise.id] = False
         print(f"{FAIL_MARK} {label}: {_one_line(str(failure))}")
-        return False
+        return CheckResult(False)
     except NotImplementedError:
         RESULTS[exercise.id] = False
         print(f"{FAIL_MARK} {label}: {NOT_IMPLEMENTED}. Replace the `raise NotImplementedError` with your code.")
-        return False
+        return CheckResult(False)
     except Exception as error:  # the student's code crashed: name it, never raise
         RESULTS[exercise.id] = False
         frame = traceback.extract_tb(error.__traceback__)[-1]
         where = f"line {frame.lineno} of {frame.name}()" if frame else "your code"
         message = _one_line(str(error).strip().splitlines()[0]) if str(error).strip() else ""
         print(_one_line(f"{FAIL_MARK} {label}: your code raised {type(error).__name__} at {where}: {message}")[:400])
-        return False
+        return CheckResult(False)
     RESULTS[exercise.id] = True
     print(f"{PASS_MARK} {label}: passed.")
-    return True
+    return CheckResult(True)
 
 
 def _one_line(text: str) -> str:
