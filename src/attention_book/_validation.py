@@ -102,12 +102,14 @@ def require_labels(labels: object, count: int, name: str = "labels") -> torch.Te
     return labels.long()
 
 
-def require_padding_mask(padding_mask: object, shape: Sequence[int], like: str) -> torch.Tensor:
-    """A boolean padding mask (True = real token) of exactly ``shape``; ``like`` names what it must match."""
-    require_tensor(padding_mask, "padding_mask")
+def require_padding_mask(
+    padding_mask: object, shape: Sequence[int], like: str, name: str = "padding_mask", meaning: str = "True = real token"
+) -> torch.Tensor:
+    """A boolean mask of exactly ``shape``; ``like`` names what it must match, ``meaning`` what True says."""
+    require_tensor(padding_mask, name)
     if padding_mask.dtype != torch.bool or tuple(padding_mask.shape) != tuple(shape):
         raise ValueError(
-            f"padding_mask must be a boolean tensor shaped like {like} {tuple(shape)} (True = real token), "
+            f"{name} must be a boolean tensor shaped like {like} {tuple(shape)} ({meaning}), "
             f"but has shape {describe_shape(padding_mask)} and dtype {padding_mask.dtype}"
         )
     return padding_mask

@@ -557,7 +557,7 @@ class TokenClassifier(nn.Module):
     ) -> torch.Tensor:
         hidden = self.encoder(tokens, padding_mask)  # (batch, T, d_model)
         if chosen is not None:
-            require_padding_mask(chosen, tuple(tokens.shape), "tokens")
+            require_padding_mask(chosen, tuple(tokens.shape), "tokens", "chosen", "True = predict here")
             hidden = hidden[chosen]  # (n_chosen, d_model)
         return self.head(hidden)
 

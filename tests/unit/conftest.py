@@ -7,6 +7,24 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
+# A few labelled-looking sentences for the word-piece and transfer-learning tests.
+REVIEWS = [
+    "a good film , good acting and a good story .",
+    "a bad film , bad acting and a bad story .",
+    "the film is good .",
+    "the film is bad .",
+    "good , good , good .",
+    "bad , bad , bad .",
+]
+
+
+@pytest.fixture(scope="module")
+def vocabulary(minilm):
+    """Word pieces of REVIEWS that occur at least twice (chapter 7's compact vocabulary)."""
+    from attention_book.data.pieces import build_vocabulary
+
+    return build_vocabulary(minilm, REVIEWS, min_count=2)
+
 
 @pytest.fixture(autouse=True)
 def _close_figures():

@@ -6,22 +6,14 @@ import pytest
 import torch
 
 import attention_book as ab
-from attention_book.data.pieces import MASK, SPECIAL_PIECES, UNK, build_vocabulary, mask_tokens
-
-REVIEWS = [
-    "a good film , good acting and a good story .",
-    "a bad film , bad acting and a bad story .",
-    "the film is good .",
-    "the film is bad .",
-    "good , good , good .",
-    "bad , bad , bad .",
-]
-
-
-@pytest.fixture(scope="module")
-def vocabulary(minilm):
-    return build_vocabulary(minilm, REVIEWS, min_count=2)
-
+from attention_book.data.pieces import (
+    MASK,
+    SPECIAL_PIECES,
+    UNK,
+    build_vocabulary,
+    mask_tokens,
+)
+from tests.unit.conftest import REVIEWS
 
 # ---------------------------------------------------------------------------------
 # The compact vocabulary

@@ -9,7 +9,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attention_book.analysis.heads import HEAD_PATTERNS, HeadPatternCounter, head_pattern_scores
+from attention_book.analysis.heads import (
+    HEAD_PATTERNS,
+    HeadPatternCounter,
+    head_pattern_scores,
+)
 from attention_book.data.pieces import build_vocabulary
 from attention_book.training.loop import History
 from attention_book.training.transfer import (
@@ -29,22 +33,9 @@ from attention_book.training.transfer import (
     train_mlm,
 )
 from attention_book.transformer import TokenClassifier, mean_pool
+from tests.unit.conftest import REVIEWS
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # tiny models train several times faster on one thread
-
-REVIEWS = [
-    "a good film , good acting and a good story .",
-    "a bad film , bad acting and a bad story .",
-    "the film is good .",
-    "the film is bad .",
-    "good , good , good .",
-    "bad , bad , bad .",
-]
-
-
-@pytest.fixture(scope="module")
-def vocabulary(minilm):
-    return build_vocabulary(minilm, REVIEWS, min_count=2)
 
 
 def _sentiment_texts(count: int, seed: int) -> tuple[list[str], torch.Tensor]:

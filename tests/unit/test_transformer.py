@@ -270,7 +270,7 @@ def test_token_classifier_scores_every_position_or_only_the_chosen_ones():
     assert model(tokens, padding_mask, chosen).shape == (3, 7)
     torch.testing.assert_close(everywhere, model.head(model.encoder(tokens, padding_mask)))
     assert len(model.attention_weights()) == 1
-    with pytest.raises(ValueError, match="padding_mask must be a boolean tensor shaped like tokens"):
+    with pytest.raises(ValueError, match="chosen must be a boolean tensor shaped like tokens"):
         model(tokens, padding_mask, chosen[:, :4])
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 
 import torch
 
-from .._validation import require_count, require_padding_mask, require_tensor
+from .._validation import require_count, require_tensor
 
 __all__ = ["index_batches", "trim_padding", "LengthBatches"]
 
@@ -55,8 +55,9 @@ def trim_padding(batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """
     if "padding_mask" not in batch:
         raise ValueError(f"trim_padding needs a 'padding_mask' in the batch, but it holds {sorted(batch)}")
-    padding_mask = batch["padding_mask"]
-    require_padding_mask(padding_mask, tuple(padding_mask.shape[:2]), "(batch, T)")
+    padding_mask = require_tensor(batch["padding_mask"], "padding_mask")
+    if padding_mask.dim() != 2 or padding_mask.dtype != torch.bool:
+        raise ValueError(f"padding_mask must be a boolean (batch, T) tensor, but has shape {tuple(padding_mask.shape)} and dtype {padding_mask.dtype}")
     width = padding_mask.shape[1]
     T = int(padding_mask.sum(dim=1).max())
     return {name: value[:, :T] if value.dim() >= 2 and value.shape[1] == width else value for name, value in batch.items()}
@@ -65,10 +66,10 @@ def trim_padding(batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 class LengthBatches:
     """Re-iterable mini-batches of a dict of tensors that share their first dimension (the examples).
 
-    Each pass yields ``{name: tensor[rows]}`` for the rows of :func:`index_batches`; with
-    ``lengths`` (or a ``padding_mask`` among the tensors, whose row sums are the lengths)
-    batches group similar lengths, and with ``trim`` the padding columns are cut
-    (:func:`trim_padding`). ``generator`` makes the order random and reproducible.
+    Each pass yields ``{name: tensor[rows]}`` for the rows of :func:`index_batches`. When the
+    tensors include a ``padding_mask``, ``by_length`` groups examples of similar length (its
+    row sums) and ``trim`` cuts the padding columns (:func:`trim_padding`). ``generator``
+    makes the order random and reproducible.
     """
 
     def __init__(
