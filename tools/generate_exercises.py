@@ -13,7 +13,7 @@ For every chapter ``SRC/NN_name.ipynb`` this writes ``DST/NN_name.ipynb`` where
   ``raise NotImplementedError("Exercise N.M: not implemented yet")``, so the cell still
   defines the names and a stub raises only when it is called. N.M is the exercise of the
   next ``check("N.M", ...)`` cell. The ``hide-input`` tag is removed from those cells.
-* check cells (first line ``# NBVAL_CHECK_OUTPUT``) keep their stored, passing output and
+* check cells (tagged ``nbval-check-output``, the tag nbval reads) keep their stored, passing output and
   execution count, so ``pytest --nbval-lax DST/NN_name.ipynb`` fails on exactly the
   exercises that are not solved yet; every other output is cleared.
 * the header cell (tag ``chapter-header``) gets the title "N. Title: exercises" and one Colab
@@ -42,7 +42,7 @@ import nbformat
 
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
-CHECK_MARKER = "# NBVAL_CHECK_OUTPUT"
+CHECK_TAG = "nbval-check-output"
 HEADER_TAG = "chapter-header"
 SETUP_TAG = "colab-setup"
 BANNER_TAG = "exercise-banner"
@@ -209,7 +209,7 @@ def fill_source(student: str, chapter: str) -> str:
 
 
 def is_check_cell(cell) -> bool:
-    return cell.cell_type == "code" and cell.source.lstrip().startswith(CHECK_MARKER)
+    return cell.cell_type == "code" and CHECK_TAG in cell.get("metadata", {}).get("tags", [])
 
 
 def checked_exercise(cell) -> str | None:
@@ -306,7 +306,7 @@ def banner_source(number: int, chapter_path: str, exercise_path: str) -> str:
             f"pytest --nbval-lax {exercise_path}",
             "```",
             "",
-            "runs the whole notebook and compares only the check cells (marked `# NBVAL_CHECK_OUTPUT`)",
+            "runs the whole notebook and compares only the check cells (the cells tagged `nbval-check-output`)",
             "with their stored output, which is the line of a passing answer: it fails once for",
             "every exercise that does not pass yet, and passes when all of them do. In its report",
             "the line starting with ❌ is what your answer printed, with the hint; the line starting",

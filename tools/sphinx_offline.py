@@ -11,11 +11,10 @@ On every HTML page it
   script or stylesheet from another host;
 * loads ``sidebar_toggles.js`` (tools/, copied to vendor/ by build_book.py), which makes
   the themes' duplicate sidebar toggles work on phones;
-* removes the test suite's scaffolding from the code a reader sees: nbval's markers
-  (``# NBVAL_IGNORE_OUTPUT`` and the ``# (why ...)`` line after it, ``# NBVAL_CHECK_OUTPUT``)
-  and the exercise generator's ``# BEGIN SOLUTION`` / ``# END SOLUTION`` lines. The
-  notebooks keep them (nbval and tools/generate_exercises.py read them); the website
-  does not show them.
+* removes the exercise generator's ``# BEGIN SOLUTION`` / ``# END SOLUTION`` lines from
+  the code a reader sees. The chapters keep them (tools/generate_exercises.py reads them);
+  the website does not show them. (nbval's instructions are cell tags, so no code line
+  carries them; tests/book/test_notebooks.py keeps it that way.)
 """
 
 from __future__ import annotations
@@ -65,22 +64,12 @@ def clean_page_assets(app: Sphinx, pagename: str, templatename: str, context: di
     context["script_files"] = kept
 
 
-SCAFFOLDING = re.compile(r"^\s*# (NBVAL_[A-Z_]+|BEGIN SOLUTION|END SOLUTION)\s*$")
-REASON = re.compile(r"^\s*# \(.*\)\s*$")  # "# (timings vary from run to run)" after a marker
+SCAFFOLDING = re.compile(r"^\s*# (BEGIN SOLUTION|END SOLUTION)\s*$")
 
 
 def strip_scaffolding(source: str) -> str:
-    """The code without the test suite's marker lines (and the reason line after an nbval marker)."""
-    kept: list[str] = []
-    after_marker = False
-    for line in source.split("\n"):
-        if SCAFFOLDING.match(line):
-            after_marker = "NBVAL" in line
-            continue
-        if after_marker and REASON.match(line):
-            continue
-        after_marker = False
-        kept.append(line)
+    """The code without the exercise generator's solution markers (and no leading blank lines)."""
+    kept = [line for line in source.split("\n") if not SCAFFOLDING.match(line)]
     while kept and not kept[0].strip():
         kept.pop(0)
     return "\n".join(kept)

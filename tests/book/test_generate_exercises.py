@@ -166,7 +166,7 @@ def _chapter(check_output: bool = True) -> nbformat.NotebookNode:
         nbformat.v4.new_code_cell("print(1)"),
         nbformat.v4.new_markdown_cell("### Exercise 3.1: First"),
         nbformat.v4.new_code_cell("# BEGIN SOLUTION\ndef f(x):\n    return x\n# END SOLUTION", metadata={"tags": ["hide-input", "keep"]}),
-        nbformat.v4.new_code_cell('# NBVAL_CHECK_OUTPUT\ncheck("3.1", f)'),
+        nbformat.v4.new_code_cell('check("3.1", f)', metadata={"tags": ["nbval-check-output"]}),
         nbformat.v4.new_markdown_cell("### Exercise 3.2: Second"),
         nbformat.v4.new_code_cell("# BEGIN SOLUTION\ndef g(x):\n    return x\n# END SOLUTION", metadata={"tags": ["hide-input"]}),
         nbformat.v4.new_code_cell("summary(3)"),

@@ -2,13 +2,13 @@
 
 * Every chapter (``notebooks/NN_*.ipynb``, and the sample ``tests/sample_exercises/00_sample.ipynb``)
   passes strict ``pytest --nbval`` with the repository's sanitizer: all outputs reproduce, or
-  the cell is marked ``# NBVAL_IGNORE_OUTPUT`` (with the reason on the next line).
+  the cell is tagged ``nbval-ignore-output`` (with the reason in its metadata).
 * Every generated exercise notebook fails ``--nbval-lax`` exactly on its check cells, each
   failure saying "not implemented yet".
 * Filling the stubs back in gives the chapter's code (and, for the sample, passes nbval-lax).
 * The committed exercise notebooks equal what the generator writes now; no check cell has lost
-  its stored passing output; every chapter cell has been executed; nbval markers are spelled
-  so that nbval sees them.
+  its stored passing output; every chapter cell has been executed; nbval's instructions are
+  cell tags (no ``# NBVAL_*`` comment lines, which readers would see), each ignore tag with its reason.
 
 nbval runs in a subprocess per notebook (``python -m pytest --nbval ...``) so each failure names
 the notebook and shows nbval's own report. Those tests carry the ``nbval`` marker; the rest
@@ -112,7 +112,7 @@ def test_chapter_passes_nbval(chapter, tmp_path):
     run = run_nbval(chapter, "nbval", tmp_path)
     assert run.returncode == 0 and not run.failures, (
         f"{_rel(chapter)} fails `pytest --nbval --nbval-sanitize-with nbval_sanitize.cfg` "
-        f"(re-execute it, or mark a cell whose output varies by nature with # NBVAL_IGNORE_OUTPUT):\n{run.report()}"
+        f"(re-execute it, or tag a cell whose output varies by nature nbval-ignore-output, with the reason in its metadata):\n{run.report()}"
     )
     assert run.passed == len(_code_cells(_read(chapter)))
 
@@ -225,24 +225,51 @@ def test_every_chapter_code_cell_has_been_executed(chapter):
     assert not missing, f"{_rel(chapter)}: code cells {missing} have never been executed; execute the notebook in place"
 
 
-MARKER_LINE = re.compile(r"^\s*#\s*(NBVAL\w*|PYTEST_VALIDATE\w*)(.*)$", re.IGNORECASE)
-KNOWN_MARKERS = {"NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_RAISES_EXCEPTION", "NBVAL_SKIP"}
+MARKER_LINE = re.compile(r"^\s*#\s*(NBVAL\w*|PYTEST_VALIDATE\w*)", re.IGNORECASE)
+NBVAL_TAGS = {"nbval-ignore-output", "nbval-check-output", "nbval-raises-exception", "nbval-skip"}
+
+
+def nbval_instruction_problems(notebook) -> list[str]:
+    """What is wrong with how a notebook tells nbval what to do.
+
+    nbval's instructions live in cell tags, never in comment lines (a reader would see those).
+    A tag that looks like nbval's but is misspelt is ignored by nbval, so it is reported; an
+    ignored output needs its reason in ``metadata.attention_book.ignore_output_because``.
+    """
+    problems = []
+    for number, cell in enumerate(_code_cells(notebook)):
+        for line in cell.source.splitlines():
+            if MARKER_LINE.match(line):
+                problems.append(f"code cell {number}: comment {line.strip()!r}; use the cell tag instead")
+        tags = cell.metadata.get("tags", [])
+        for tag in tags:
+            if tag.lower().startswith("nbval") and tag not in NBVAL_TAGS:
+                problems.append(f"code cell {number}: tag {tag!r} is not one nbval reads ({sorted(NBVAL_TAGS)})")
+        reason = cell.metadata.get("attention_book", {}).get("ignore_output_because", "")
+        if "nbval-ignore-output" in tags and len(reason.strip()) < 10:
+            problems.append(f"code cell {number}: nbval-ignore-output without metadata.attention_book.ignore_output_because")
+    return problems
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
-def test_nbval_markers_are_spelled_so_that_nbval_sees_them(chapter):
-    """nbval only obeys a comment line that is exactly '# NBVAL_...': a reason on the same line
-    ('# NBVAL_IGNORE_OUTPUT (timings)') silently turns the marker off."""
-    problems = []
-    for number, cell in enumerate(_code_cells(_read(chapter))):
-        for line in cell.source.splitlines():
-            match = MARKER_LINE.match(line)
-            if match and (match.group(1) not in KNOWN_MARKERS or match.group(2).strip()):
-                problems.append(f"code cell {number}: {line.strip()!r}")
-    assert not problems, (
-        f"{_rel(chapter)}: nbval ignores these marker lines; write the marker alone on its line "
-        "and the reason on the next line:\n" + "\n".join(problems)
-    )
+def test_nbval_instructions_are_cell_tags_with_reasons(chapter):
+    problems = nbval_instruction_problems(_read(chapter))
+    assert not problems, f"{_rel(chapter)}:\n" + "\n".join(problems)
+
+
+def test_the_instruction_check_finds_a_comment_marker_a_misspelt_tag_and_a_missing_reason():
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nprint(1)"),
+        nbformat.v4.new_code_cell("print(2)", metadata={"tags": ["nbval_ignore_output"]}),
+        nbformat.v4.new_code_cell("print(3)", metadata={"tags": ["nbval-ignore-output"]}),
+        nbformat.v4.new_code_cell(
+            "print(4)",
+            metadata={"tags": ["nbval-ignore-output"], "attention_book": {"ignore_output_because": "timings vary"}},
+        ),
+    ]
+    problems = nbval_instruction_problems(notebook)
+    assert [problem.split(":")[0] for problem in problems] == ["code cell 0", "code cell 1", "code cell 2"], problems
 
 
 def test_each_chapter_checks_exactly_its_registered_exercises():

@@ -1,7 +1,7 @@
 """Self-checking exercises.
 
 In a chapter, an exercise cell defines an answer between ``# BEGIN SOLUTION`` and
-``# END SOLUTION``; the next cell, marked ``# NBVAL_CHECK_OUTPUT``, calls
+``# END SOLUTION``; the next cell, tagged ``nbval-check-output``, calls
 ``check("N.M", answer)``, which prints one line: passed, or what is wrong with a hint.
 ``summary(N)`` prints which of chapter N's exercises pass.
 
