@@ -1,6 +1,6 @@
 """The website: it builds from a clean tree, works offline, and renders in a real browser.
 
-One session-scoped fixture builds the site once with tools/build_book.py (what
+The session-scoped fixture `site` (tests/book/conftest.py) builds the site once with tools/build_book.py (what
 `make book` runs) into _build/; the chapters' execution cache in _build/.jupyter_cache is
 kept, so a second run only re-executes chapters that changed. Every other site test
 reads that build. Artifacts (build log, link-check report, screenshots) go to
@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import fcntl
 import functools
 import http.server
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -30,11 +27,14 @@ import pytest
 import yaml
 from bs4 import BeautifulSoup
 
+from tests.book.site_support import (
+    ARTIFACTS,
+    _check_page,
+    _load,
+    _pages,
+)
 from tests.helpers import ROOT, tool
 
-BUILD = ROOT / "_build"
-HTML = BUILD / "html"
-ARTIFACTS = ROOT / "tests" / "artifacts"
 build_book = tool("build_book")  # tools/build_book.py
 
 CHAPTERS = [
@@ -48,12 +48,6 @@ CHAPTERS = [
 ]
 PARTS = {"Foundations": CHAPTERS[0:3], "Building blocks": CHAPTERS[3:5], "Models": CHAPTERS[5:7]}
 BOOK_PAGES = ["book/intro", "book/setup", "book/exercises", "book/notation", "book/glossary", "book/references", "book/credits"]
-
-# Console messages at level SEVERE that the browser test tolerates, each with its reason.
-# Keep this list short: every entry is a known, understood, harmless message.
-ALLOWED_BROWSER_ERRORS: list[tuple[str, str]] = [
-    # (regular expression, reason)
-]
 
 
 def _toc_files(toc: dict) -> list[str]:
@@ -130,54 +124,6 @@ def test_npm_assets_are_pinned_in_package_json_and_the_lock_file():
 
 # ---------------------------------------------------------------------------------------
 # The build
-
-
-@pytest.fixture(scope="session")
-def site() -> Path:
-    """Build the site once per test run, even when pytest-xdist workers share the tests.
-
-    The first worker to get here builds while holding a lock on _build/.site.lock and
-    leaves the run's id (PYTEST_XDIST_TESTRUNUID) beside it; a worker that finds that id
-    reuses the build. (xdist's ``--dist loadgroup``, which would keep these tests on one
-    worker, does not group them under pytest 9.)
-    """
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    BUILD.mkdir(parents=True, exist_ok=True)
-    marker = BUILD / ".site-built-for-run"
-    with (BUILD / ".site.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if run and marker.is_file() and marker.read_text() == run and (HTML / "index.html").is_file():
-            return HTML
-        marker.unlink(missing_ok=True)
-        _build_site()
-        if run:
-            marker.write_text(run)
-    return HTML
-
-
-def _build_site() -> None:
-    """Build the site from a clean tree (keeping only the execution cache) into _build/html."""
-    for stale in (HTML, BUILD / ".doctrees", BUILD / "jupyter_execute", ROOT / "vendor"):
-        shutil.rmtree(stale, ignore_errors=True)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    log = ARTIFACTS / "build.log"
-    start = time.perf_counter()
-    with log.open("w") as handle:
-        completed = subprocess.run(
-            [sys.executable, str(ROOT / "tools" / "build_book.py"), str(BUILD)],
-            cwd=ROOT,
-            stdout=handle,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-    seconds = time.perf_counter() - start
-    tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-    assert completed.returncode == 0, f"the site did not build (log: {log}):\n{tail}"
-    print(f"site built in {seconds:.0f} s")
-
-
-def _pages(site: Path) -> list[Path]:
-    return sorted(path for path in site.rglob("*.html") if "_static" not in path.parts)
 
 
 def test_site_builds_with_a_page_for_every_existing_chapter_and_book_page(site):
@@ -414,141 +360,6 @@ def test_the_anchor_check_finds_a_missing_anchor(tmp_path):
 
 # ---------------------------------------------------------------------------------------
 # A real browser, offline
-
-
-def _browser_paths() -> tuple[str, str] | None:
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
-    return (chromium, driver) if chromium and driver else None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    paths = _browser_paths()
-    if paths is None:
-        message = "Chromium and chromedriver are needed (Debian packages chromium, chromium-driver; `make browser`)"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message + "; under CI=true the browser test must run")
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager fetch anything
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    options = Options()
-    options.binary_location = paths[0]
-    for argument in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        # No network: every connection goes to a closed local port, every name fails.
-        "--proxy-server=127.0.0.1:9",
-        "--host-resolver-rules=MAP * ~NOTFOUND",
-        "--window-size=1280,1500",
-        "--hide-scrollbars",
-    ):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(paths[1]), options=options)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
-
-
-WAIT_FOR_PAGE = """
-const done = arguments[arguments.length - 1];
-const start = Date.now();
-const widgetViews = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
-function waitForWidgets() {
-  // The widget manager renders after RequireJS has loaded it; give it up to 20 s.
-  if (!widgetViews || document.querySelector(".jupyter-widgets") || Date.now() - start > 20000) {
-    const mj = window.MathJax;
-    // Widget labels are typeset after MathJax's first pass (tools/widgets_offline.js).
-    const settle = mj && mj.startup && mj.startup.promise ? mj.startup.promise : Promise.resolve();
-    settle.then(() => setTimeout(() => done("ready"), 500), (e) => done("error: " + e));
-  } else {
-    setTimeout(waitForWidgets, 100);
-  }
-}
-(function poll() {
-  const mj = window.MathJax;
-  if (mj && mj.startup && mj.startup.promise) {
-    mj.startup.promise.then(waitForWidgets, (e) => done("error: " + e));
-  } else if (Date.now() - start > 30000) {
-    done(document.querySelector(".math") ? "MathJax never started" : "no math");
-  } else {
-    setTimeout(poll, 100);
-  }
-})();
-"""
-
-PAGE_REPORT = """
-const article = document.querySelector("article") || document.body;
-const text = (() => {
-  const copy = article.cloneNode(true);
-  copy.querySelectorAll("pre, code, script, style").forEach((e) => e.remove());
-  return copy.textContent;
-})();
-const visible = (e) => {
-  const r = e.getBoundingClientRect();
-  return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== "hidden" && !e.closest("details:not([open])");
-};
-const images = Array.from(article.querySelectorAll("img")).filter(visible);
-return {
-  mathElements: document.querySelectorAll(".math").length,
-  mathUntypeset: Array.from(document.querySelectorAll(".math")).filter((e) => !e.querySelector("mjx-container")).length,
-  mjxContainers: document.querySelectorAll("mjx-container").length,
-  rawDelimiters: (text.match(/\\\\\\(|\\\\\\[/g) || []).length,
-  images: images.map((i) => ({src: i.currentSrc, complete: i.complete, naturalWidth: i.naturalWidth, width: i.getBoundingClientRect().width})),
-  outputFigures: Array.from(article.querySelectorAll(".cell_output img, .cell_output svg")).filter(visible).length,
-  widgetViews: document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length,
-  renderedWidgets: document.querySelectorAll(".jupyter-widgets").length,
-  networkResources: performance.getEntriesByType("resource").map((r) => r.name).filter((n) => /^https?:/.test(n)),
-};
-"""
-
-
-def _load(driver, url: str) -> dict:
-    driver.get(url)
-    state = driver.execute_async_script(WAIT_FOR_PAGE)
-    assert state in {"ready", "no math"}, f"{url}: {state}"
-    return driver.execute_script(PAGE_REPORT)
-
-
-def _severe_messages(driver) -> list[str]:
-    messages = []
-    for entry in driver.get_log("browser"):
-        if entry["level"] != "SEVERE":
-            continue
-        if any(re.search(pattern, entry["message"]) for pattern, _reason in ALLOWED_BROWSER_ERRORS):
-            continue
-        messages.append(entry["message"])
-    return messages
-
-
-def _check_page(driver, url: str, *, expect_figure: bool) -> dict:
-    report = _load(driver, url)
-    errors = _severe_messages(driver)
-    assert not errors, f"{url}: JavaScript errors or failed loads:\n" + "\n".join(errors)
-    assert not report["networkResources"], f"{url} requested {report['networkResources']}"
-    assert report["mathElements"] > 0, f"{url} has no maths to check"
-    assert report["mjxContainers"] > 0 and report["mathUntypeset"] == 0, f"{url}: math not typeset: {report}"
-    assert report["rawDelimiters"] == 0, f"{url}: raw \\( or \\[ left in the text"
-    broken = [image for image in report["images"] if not image["complete"] or image["naturalWidth"] == 0]
-    assert not broken, f"{url}: images that did not load: {broken}"
-    if expect_figure:
-        assert report["outputFigures"] > 0, f"{url}: no figure visible in the cell outputs"
-    if report["widgetViews"]:
-        assert report["renderedWidgets"] > 0, f"{url}: {report['widgetViews']} widget views, none rendered"
-    return report
 
 
 def test_index_renders_offline_in_chromium(site, browser):
