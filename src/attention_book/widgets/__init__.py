@@ -3,9 +3,10 @@
 AttentionExplorer (chapter 1), KeyValueExplorer (chapter 2), SoftHardExplorer (chapter 3),
 HeadViewer (chapters 4 and 7), PositionalEncodingExplorer (chapter 5), DecodingStepper (chapter 6).
 
-Every widget recomputes with torch on the device chosen in its dropdown, reports
-how long the update took, and leaves a static figure when displayed, so the
-website shows its state too.
+Every widget is an anywidget: the kernel computes with torch on the chosen device and
+sends numbers; the browser draws them (SVG, widgets.js) and handles every control that
+only changes what is shown. The widget state is saved with the notebook, so a reopened
+notebook and the book's website draw the last picture without a kernel.
 """
 
 from ._base import AttentionWidget, WidgetInputError

@@ -1,178 +1,201 @@
 """What every attention widget shares (the widgets of chapters 1-7).
 
-A widget is a row of controls, a picture redrawn after every change, a status line
-("updated in 12 ms on cpu") and a message area for bad input. Subclasses say what
-controls they have (:meth:`controls`), what to compute with torch on a device
-(:meth:`compute`) and how to draw it (:meth:`draw`).
+A widget is an anywidget (one ES module, ``widgets.js`` next to this file) whose picture and
+controls are drawn by the browser as SVG. The kernel computes with torch on the chosen
+device and sends numbers, never pictures:
 
-Two ways of being seen:
+* ``data`` (sent as the JSON text ``payload``): what the kernel computed, for every presentation the browser may ask for
+  (each temperature, query, mask, layer, head, decoding step), so that those controls
+  respond in the browser within one frame, also on the static website where no kernel runs;
+* ``view``: what is shown now (the browser writes it back, so a saved notebook keeps it);
+* ``inputs``: the controls that need the model (a sentence, a source, typed numbers); the
+  browser writes them, the kernel recomputes ``data`` or answers with ``error``;
+* ``error``: ``{"control": name, "message": text}``, shown next to that control while the
+  picture, left as it was, is marked stale;
+* ``devices`` and ``device``: where torch runs; with one device the browser shows a label
+  ("device: cpu; no GPU found") instead of a menu.
 
-* live, in Jupyter or Colab: the ipywidgets box; sliders update when released
-  (``continuous_update=False``), so dragging never queues a backlog;
-* on the static website: displaying a widget also puts a PNG of its current
-  figure in the same output (the ``image/png`` entry of its MIME bundle), which
-  the book's build shows instead of the interactive view.
+The widget state (all of the above and the module's source) is saved in the notebook, so
+a reopened notebook and the book's website draw the last picture without a kernel.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
+import json
 import statistics
-import struct
 import time
-import zlib
+from contextlib import contextmanager
+from functools import cache
+from importlib import resources
 from typing import Any
 
-import ipywidgets as widgets
+import anywidget
+import matplotlib
 import numpy as np
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+import traitlets
 
+from ..analysis.plotting import ATTENTION_CMAP
 from ..device import available_devices, default_device
 
-__all__ = ["AttentionWidget", "WidgetInputError", "png_bytes"]
+__all__ = ["AttentionWidget", "WidgetInputError", "widget_module_source", "rounded", "one_cpu_thread"]
 
 
 class WidgetInputError(ValueError):
-    """Bad input typed into a widget: shown in the widget, never raised to the user."""
+    """Bad input typed into a widget: shown next to ``control`` in the widget, never raised to the user."""
+
+    def __init__(self, message: str, control: str | None = None):
+        super().__init__(message)
+        self.control = control
 
 
-class AttentionWidget:
-    """Base class: controls + figure + status + message, recomputed with torch on a chosen device."""
+@cache
+def widget_module_source() -> str:
+    """The widgets' JavaScript as an ES module (what anywidget loads in the browser)."""
+    source = resources.files(__package__).joinpath("widgets.js").read_text(encoding="utf-8")
+    return source + "\nexport default { render };\n"
 
-    title = "attention"
-    figure_size = (7.0, 3.0)
-    dpi = 80
 
-    def __init__(self, device: str | torch.device | None = None):
+@cache
+def _palette(stops: int = 11) -> list[str]:
+    colour_map = matplotlib.colormaps[ATTENTION_CMAP]
+    return [matplotlib.colors.to_hex(colour_map(i / (stops - 1))) for i in range(stops)]
+
+
+def rounded(values: Any, digits: int = 4) -> Any:
+    """Numbers (a tensor, array or nested lists) as nested lists rounded to ``digits`` decimals for
+    sending to the browser; non-finite numbers (a masked score's -inf) become None."""
+    if isinstance(values, torch.Tensor):
+        values = values.detach().cpu().double().numpy()
+    array = np.asarray(values, dtype=np.float64)
+    finite = np.isfinite(array)
+    if finite.all():
+        return np.round(array, digits).tolist()
+    return np.where(finite, np.round(np.where(finite, array, 0.0), digits), None).tolist()
+
+
+@contextmanager
+def one_cpu_thread(device: torch.device):
+    """Run the block on one CPU thread (restored afterwards; nothing changes on a GPU).
+
+    A widget's computation is a handful of small tensor operations that take well under a
+    millisecond each on one thread; split over two threads on a busy machine (Colab's two
+    shared cores, a laptop running other work) they took 10 to 50 times longer here.
+    """
+    if device.type != "cpu":
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+class AttentionWidget(anywidget.AnyWidget):
+    """Base class: numbers computed with torch on a chosen device, drawn by the browser.
+
+    Subclasses set ``kind`` (which drawing in widgets.js), give ``view`` and ``inputs``
+    their first values and implement :meth:`compute` (inputs -> data, with torch on
+    ``device``; raises :class:`WidgetInputError` for bad input).
+    """
+
+    _esm = traitlets.Unicode(widget_module_source()).tag(sync=True)
+    kind = traitlets.Unicode("").tag(sync=True)
+    title = traitlets.Unicode("attention").tag(sync=True)
+    # The numbers travel as one JSON text: ipywidgets would otherwise walk every nested list
+    # looking for binary buffers, which took longer than computing them.
+    payload = traitlets.Unicode("{}").tag(sync=True)
+    view = traitlets.Dict().tag(sync=True)
+    inputs = traitlets.Dict().tag(sync=True)
+    error = traitlets.Dict().tag(sync=True)
+    status = traitlets.Unicode("").tag(sync=True)
+    devices = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    device_name = traitlets.Unicode("cpu").tag(sync=True)
+    palette = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+    def __init__(self, device: str | torch.device | None = None, **kwargs):
         chosen = str(device if device is not None else default_device()).split(":")[0]
         options = available_devices()
         if chosen not in options:
             raise ValueError(f"device {chosen!r} is not available here; expected one of {options}")
-        self.device_dropdown = widgets.Dropdown(options=options, value=chosen, description="device")
-        self.status = widgets.HTML()
-        self.message = widgets.HTML()
-        self.image = widgets.Image(format="png")
-        self.image.layout.max_width = "100%"
-        self.figure = Figure(figsize=self.figure_size, dpi=self.dpi, layout="constrained")
-        self.state: Any = None
-        self.error: str | None = None
+        super().__init__(devices=options, palette=_palette(), **kwargs)
+        self.device_name = chosen
         self.timings_ms: list[float] = []
-        self._building = True
-
-    # -- to be provided by subclasses -------------------------------------------------
-    def controls(self) -> list[widgets.Widget]:
-        raise NotImplementedError
-
-    def compute(self, device: torch.device) -> Any:
-        raise NotImplementedError
-
-    def draw(self, state: Any) -> None:
-        raise NotImplementedError
-
-    # -- shared behaviour ---------------------------------------------------------------
-    def _finish_init(self) -> None:
-        """Call at the end of a subclass ``__init__``: wires the controls and draws once."""
-        for control in [*self.controls(), self.device_dropdown]:
-            control.observe(self.update, names="value")
-        self._building = False
-        self.box = widgets.VBox(
-            [
-                widgets.HTML(f"<b>{html.escape(self.title)}</b>"),
-                widgets.HBox(self.controls(), layout=widgets.Layout(flex_flow="row wrap")),
-                self.image,
-                widgets.HBox([self.device_dropdown, self.status]),
-                self.message,
-            ]
-        )
-        self.update()
+        self.state: Any = None
+        self.data: dict = {}  # the numbers last computed (sent to the browser as ``payload``)
 
     @property
     def device(self) -> torch.device:
-        return torch.device(self.device_dropdown.value)
+        return torch.device(self.device_name)
 
-    def update(self, change: Any = None) -> None:
-        """Recompute and redraw; bad input shows a message and keeps the last good figure."""
-        if self._building:
-            return
+    def compute(self, device: torch.device) -> dict:
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        """Call at the end of a subclass ``__init__``: computes once, then listens."""
+        self.update()
+        if self.error:
+            raise ValueError(self.error["message"])
+        self.observe(self._on_inputs, names="inputs")
+        self.observe(self._on_device, names="device_name")
+
+    def _on_inputs(self, change: dict) -> None:
+        old, new = change["old"] or {}, change["new"] or {}
+        changed = [name for name in new if old.get(name) != new.get(name)]
+        self.update(changed[0] if changed else None)
+
+    def _on_device(self, change: dict) -> None:
+        self.update("device")
+
+    def update(self, changed: str | None = None) -> None:
+        """Recompute with torch; bad input sets ``error`` and keeps the last good ``data``."""
         start = time.perf_counter()
         try:
-            state = self.compute(self.device)
+            with one_cpu_thread(self.device), torch.no_grad():
+                data = self.compute(self.device)
             if self.device.type == "cuda":
                 torch.cuda.synchronize()
-            self.draw(state)
-            self.image.value = self.png()
         except WidgetInputError as error:
-            self.error = str(error)
-            self.message.value = f'<span style="color:#b00020">&#9888; {html.escape(self.error)}</span>'
+            self.error = {"control": error.control or changed or "", "message": str(error)}
             return
-        self.state = state
-        self.error = None
-        self.message.value = ""
         elapsed = 1000 * (time.perf_counter() - start)
         self.timings_ms.append(elapsed)
-        self.status.value = f"<small>updated in {elapsed:.0f} ms on {self.device.type}</small>"
+        with self.hold_sync():
+            self.state = data
+            self.error = {}
+            self.status = f"computed in {elapsed:.0f} ms on {self.device.type}"
+            self.view = self.adjust_view(dict(self.view), data)
+            self.data = data
+            self.payload = json.dumps(data, separators=(",", ":"), allow_nan=False)
 
-    def cache_background(self, figure: Figure, dynamic: list, freeze_layout: bool = True) -> None:
-        """Draw ``figure`` once without the ``dynamic`` artists and keep its pixels.
+    def adjust_view(self, view: dict, data: dict) -> dict:
+        """The view to show after new data (e.g. a query index kept within the new sentence)."""
+        return view
 
-        Afterwards :meth:`png` only restores those pixels and draws the dynamic artists on
-        top (blitting), which keeps an update well under 50 ms. ``freeze_layout`` turns the
-        layout engine off after the first draw, so the cached background stays aligned.
-        """
-        self._dynamic = list(dynamic)
-        for artist in self._dynamic:
-            artist.set_animated(True)  # left out of full draws; png() draws them on the background
-        self._canvas = FigureCanvasAgg(figure)
-        self._canvas.draw()
-        if freeze_layout:
-            figure.set_layout_engine("none")
-        self._background = self._canvas.copy_from_bbox(figure.bbox)
+    def set_view(self, **changes) -> None:
+        """Change what is shown, as the browser's presentation controls do (no recomputation)."""
+        unknown = sorted(set(changes) - set(self.view))
+        if unknown:
+            raise ValueError(f"unknown view setting(s) {unknown}; this widget's are {sorted(self.view)}")
+        self.view = {**self.view, **changes}
 
-    def png(self) -> bytes:
-        """The current figure as PNG: blitted onto the cached background when there is one."""
-        if getattr(self, "_background", None) is None:
-            buffer = io.BytesIO()
-            self.figure.savefig(buffer, format="png", dpi=self.dpi)
-            return buffer.getvalue()
-        canvas = self._canvas
-        canvas.restore_region(self._background)
-        for artist in self._dynamic:
-            artist.axes.draw_artist(artist)
-        return png_bytes(np.asarray(canvas.buffer_rgba()))
+    def set_input(self, name: str, value: str) -> None:
+        """Type ``value`` into the model-bound control ``name``, as the browser does (recomputes)."""
+        if name not in self.inputs:
+            raise ValueError(f"unknown input {name!r}; this widget's are {sorted(self.inputs)}")
+        if self.inputs.get(name) == value:
+            self.update(name)
+        else:
+            self.inputs = {**self.inputs, name: value}
 
     def median_update_ms(self) -> float:
         return statistics.median(self.timings_ms) if self.timings_ms else float("nan")
 
-    def _repr_mimebundle_(self, **kwargs) -> dict:
-        """The live widget for Jupyter, plus a PNG of the current figure for static pages."""
-        bundle = self.box._repr_mimebundle_(**kwargs)
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = super()._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         data = dict(data)
-        data["image/png"] = base64.b64encode(self.png()).decode("ascii")
         data["text/plain"] = f"<{type(self).__name__}: open this chapter in Jupyter or Colab to interact>"
         return data
-
-
-def png_bytes(rgba: np.ndarray) -> bytes:
-    """Encode an (height, width, 4) uint8 RGBA image as PNG, quickly.
-
-    Pillow tries five row filters on every row and keeps the best, which takes most of the
-    time of an update; here every row is stored unfiltered and deflated at level 1 (fast), so
-    encoding takes about half as long for a slightly larger file. Any PNG reader reads it.
-    """
-    height, width, channels = rgba.shape
-    if channels != 4 or rgba.dtype != np.uint8:
-        raise ValueError(f"expected an (height, width, 4) uint8 RGBA image, got shape {rgba.shape} and dtype {rgba.dtype}")
-    rows = np.empty((height, width * 4 + 1), dtype=np.uint8)
-    rows[:, 0] = 0  # filter type 0 ("none") at the start of every row
-    rows[:, 1:] = rgba.reshape(height, width * 4)
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8 bits per channel, colour type 6 (RGBA)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1)) + chunk(b"IEND", b"")

@@ -2,8 +2,10 @@
 
 The store is a few keys (rows of ``keys``) with one value each (rows of ``values``).
 The query is set with one slider per component or typed as text (``"0, 10, 0"``).
-The figure shows the attention weight of every key (bars) and, next to it, the sum
-``weight x value`` that the soft lookup returns. By default the store is the book's
+The picture (drawn by the browser) shows the attention weight of every key (bars) and,
+next to it, the sum ``weight x value`` that the soft lookup returns. The kernel computes
+the lookup with torch for the typed query and along each slider's range, so moving one
+slider needs no kernel. By default the store is the book's
 sanity check: keys ``[10,0,0], [0,10,0], [0,0,10], [0,0,10]`` and values
 ``[1,0,0], [10,0,0], [100,5,0], [1000,6,0]``.
 """
@@ -13,15 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import ipywidgets as widgets
-import matplotlib
-import numpy as np
 import torch
 
 from ..analysis.formatting import format_short, format_vector
-from ..analysis.plotting import ATTENTION_CMAP
-from ..key_value import soft_lookup
-from ._base import AttentionWidget, WidgetInputError
+from ..attention import attention_scores, scaled_dot_product_attention
+from ._base import AttentionWidget, WidgetInputError, rounded
 
 __all__ = ["KeyValueExplorer", "parse_query", "SANITY_KEYS", "SANITY_VALUES"]
 
@@ -29,6 +27,7 @@ SANITY_KEYS = [[10.0, 0.0, 0.0], [0.0, 10.0, 0.0], [0.0, 0.0, 10.0], [0.0, 0.0, 
 SANITY_VALUES = [[1.0, 0.0, 0.0], [10.0, 0.0, 0.0], [100.0, 5.0, 0.0], [1000.0, 6.0, 0.0]]
 MAX_KEYS = 12
 MAX_COMPONENTS = 8
+STEP = 0.5  # the sliders' step
 
 
 def parse_query(text: str, size: int, limit: float) -> list[float]:
@@ -71,12 +70,10 @@ class KeyValueExplorer(AttentionWidget):
         device: where the lookup runs ("cpu", "cuda", ...; default: the book's default device).
         query: the starting query (default: ``[0, 10, 0]`` for the default store, else zeros).
 
-    After every update, ``state`` holds ``query`` (list), ``scores`` and ``weights``
-    (lists, one per key) and ``value`` (the returned value, a list).
+    ``data`` holds the typed ``query`` with its ``scores``, ``weights`` and ``value``, and
+    ``along``: for each component the same along its slider (``grid``) with the other
+    components held; :meth:`shown` reads out what the picture shows.
     """
-
-    title = "Key-value explorer: which keys does the query retrieve?"
-    figure_size = (8.4, 3.2)
 
     def __init__(
         self,
@@ -110,142 +107,65 @@ class KeyValueExplorer(AttentionWidget):
             raise ValueError(f"key_labels has {len(key_labels)} labels but there are {count} keys")
         super().__init__(device=device)
         self.keys_cpu, self.values_cpu, self.key_labels = keys, values, key_labels
-        self._on_device: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         self.limit = float(max(10.0, math.ceil(1.5 * keys.abs().max().item())))
         if query is None:
             query = [0.0, 10.0, 0.0] if default_store else [0.0] * size
         start = parse_query(", ".join(str(float(q)) for q in query), size, self.limit)
-
-        self.sliders = [
-            widgets.FloatSlider(
-                value=start[i],
-                min=-self.limit,
-                max=self.limit,
-                step=0.5,
-                description=f"query[{i}]",
-                continuous_update=False,
-                readout_format=".1f",
-                layout=widgets.Layout(width="260px"),
-            )
-            for i in range(size)
-        ]
-        self.query_text = widgets.Text(
-            value=format_vector(start, number=format_short)[1:-1],
-            description="query",
-            placeholder=", ".join(["0"] * size),
-            continuous_update=False,
-            layout=widgets.Layout(width="260px"),
-        )
-        self._syncing = False
-        self._changed = None
-        self._build_figure()
-        self._finish_init()
-
-    # -- the controls -------------------------------------------------------------------
-    def controls(self) -> list[widgets.Widget]:
-        return [*self.sliders, self.query_text]
-
-    def update(self, change=None) -> None:
-        """Remember which control moved (sliders or text), then recompute."""
-        if self._syncing:
-            return
-        self._changed = change["owner"] if isinstance(change, dict) and "owner" in change else getattr(change, "owner", None)
-        super().update(change)
+        self.size = size
+        self.kind = "key_value"
+        self.title = "Key-value explorer: which keys does the query retrieve?"
+        self.view = {"moved": {}}
+        self.inputs = {"query": format_vector(start, number=format_short)[1:-1]}
+        self._start()
 
     def set_query(self, query: Sequence[float] | str) -> None:
-        """Set the query programmatically, as text ("0, 0, 10") or numbers (triggers one update)."""
+        """Set the query, as text ("0, 0, 10") or numbers, as typing it in the widget does (recomputes)."""
         text = query if isinstance(query, str) else ", ".join(str(float(q)) for q in query)
-        if text == self.query_text.value:
-            self._changed = self.query_text
-            super().update(None)
-        else:
-            self.query_text.value = text
+        self.set_input("query", text)
 
-    def _set_controls(self, query: list[float], text: bool, sliders: bool) -> None:
-        self._syncing = True
-        try:
-            if sliders:
-                for slider, number in zip(self.sliders, query):
-                    slider.value = number
-            if text:
-                self.query_text.value = format_vector(query, number=format_short)[1:-1]
-        finally:
-            self._syncing = False
-
-    # -- compute and draw ---------------------------------------------------------------
+    # -- compute ------------------------------------------------------------------------
     def compute(self, device: torch.device) -> dict:
-        if self._changed is self.query_text:
-            query = parse_query(self.query_text.value, len(self.sliders), self.limit)
-            # sliders move in steps of 0.5: they show the nearest step, the lookup uses the text
-            self._set_controls([round(q * 2) / 2 for q in query], text=False, sliders=True)
-        else:
-            query = [float(slider.value) for slider in self.sliders]
-            self._set_controls(query, text=True, sliders=False)
-        name = device.type
-        if name not in self._on_device:
-            self._on_device[name] = (self.keys_cpu.to(device), self.values_cpu.to(device))
-        keys, values = self._on_device[name]
-        query_tensor = torch.tensor(query, dtype=torch.float32, device=device)  # (d_k,)
-        value, weights = soft_lookup(query_tensor, keys, values)  # (d_v,), (n,)
-        scores = keys @ query_tensor / math.sqrt(keys.shape[1])  # (n,), as inside soft_lookup
+        """The lookup for the typed query and, for each component, along the whole range of its
+        slider with the other components held: the browser moves one slider without the kernel."""
+        query = parse_query(self.inputs["query"], self.size, self.limit)
+        keys, values = self.keys_cpu.to(device), self.values_cpu.to(device)  # (n, d_k), (n, d_v)
+        grid = torch.arange(-self.limit, self.limit + STEP / 2, STEP, dtype=torch.float32)  # the slider's stops
+        point = torch.tensor(query, dtype=torch.float32)  # (d_k,)
+        # Every query to look up: the typed one, then each component swept along the grid.
+        sweeps = point.repeat(self.size, len(grid), 1)  # (d_k, stops, d_k)
+        for i in range(self.size):
+            sweeps[i, :, i] = grid
+        queries = torch.cat([point[None], sweeps.reshape(-1, self.size)]).to(device)  # (1 + d_k * stops, d_k)
+        # soft_lookup, batched: one row of weights per query (the tests check it equals soft_lookup).
+        value, weights = scaled_dot_product_attention(queries, keys, values)  # (Q, d_v), (Q, n)
+        scores = attention_scores(queries, keys)  # (Q, n): q . k / sqrt(d_k)
+        stops = len(grid)
+        along = []
+        for i in range(self.size):
+            rows = slice(1 + i * stops, 1 + (i + 1) * stops)
+            along.append({"weights": rounded(weights[rows]), "values": rounded(value[rows], 3), "scores": rounded(scores[rows], 3)})
         return {
             "query": query,
-            "scores": scores.cpu().tolist(),
-            "weights": weights.cpu().tolist(),
-            "value": value.cpu().tolist(),
+            "key_labels": [label.replace("\n", " ") for label in self.key_labels],
+            "values_list": rounded(self.values_cpu, 3),
+            "scores": rounded(scores[0], 3),
+            "weights": rounded(weights[0]),
+            "value": rounded(value[0], 3),
+            "grid": rounded(grid, 2),
+            "grid_index": [int(torch.argmin((grid - q).abs())) for q in query],
+            "along": along,
         }
 
-    def _build_figure(self) -> None:
-        """Create the axes and artists once; draw() only updates them (see png())."""
-        count = len(self.key_labels)
-        figure = self.figure
-        grid = figure.add_gridspec(1, 2, width_ratios=[1.0, 1.05])
-        self.weight_axes = figure.add_subplot(grid[0, 0])
-        self.table_axes = figure.add_subplot(grid[0, 1])
-        self.colour_map = matplotlib.colormaps[ATTENTION_CMAP]
-        positions = np.arange(count)
-        self.bars = self.weight_axes.bar(positions, np.zeros(count), color=self.colour_map(0.0), edgecolor="black")
-        self.weight_axes.set_xticks(positions, self.key_labels, fontsize=8)
-        self.weight_axes.set_ylim(0, 1.05)
-        self.weight_axes.set_xlim(-0.6, count - 0.4)
-        self.weight_axes.set_xlabel("keys")
-        self.weight_axes.set_ylabel("attention weight")
-        self.weight_axes.set_title("How much each key matches the query", fontsize=10)
-        # The table: key names, values and headers never change; scores and weights do.
-        table = self.table_axes
-        table.set_axis_off()
-        table.set_xlim(0, 1)
-        table.set_ylim(0, 1)
-        table.set_title("Returned value = sum of weight \u00d7 value", fontsize=10)
-        line = min(0.8 / (count + 3), 0.12)
-        columns = {"key": 0.0, "score": 0.36, "weight": 0.56, "value": 0.62}
+    def adjust_view(self, view: dict, data: dict) -> dict:
+        view["moved"] = {}  # the kernel's new query is the point the sliders start from
+        return view
 
-        def cell(row: float, column: str, text: str = "", **style):
-            align = "right" if column in ("score", "weight") else "left"
-            return table.text(columns[column], 0.95 - line * row, text, ha=align, va="top", fontsize=9, **style)
-
-        self.query_line = cell(0, "key", weight="bold")
-        bold = {"weight": "bold"}
-        for column in columns:
-            cell(1.3, column, column, **bold)
-        names = [label.split("\n")[0] for label in self.key_labels]
-        self.score_texts, self.weight_texts = [], []
-        for i, (name, value) in enumerate(zip(names, self.values_cpu.tolist())):
-            cell(i + 2.3, "key", name)
-            cell(i + 2.3, "value", "\u00d7 " + format_vector(value, number=format_short))
-            self.score_texts.append(cell(i + 2.3, "score"))
-            self.weight_texts.append(cell(i + 2.3, "weight"))
-        self.result_text = cell(count + 2.8, "key", weight="bold")
-        # Lay out and draw the static parts once (axes, ticks, labels, titles) and keep the pixels.
-        self.cache_background(figure, [*self.bars, *self.score_texts, *self.weight_texts, self.query_line, self.result_text])
-
-    def draw(self, state: dict) -> None:
-        for bar, score_text, weight_text, score, weight in zip(
-            self.bars, self.score_texts, self.weight_texts, state["scores"], state["weights"]
-        ):
-            bar.set_height(weight)
-            bar.set_facecolor(self.colour_map(weight))
-            score_text.set_text(f"{score:.2f}")
-            weight_text.set_text(f"{weight:.2f}")
-        self.query_line.set_text(f"query = {format_vector(state['query'], number=format_short)}")
-        self.result_text.set_text(f"returned = {format_vector(state['value'], number=format_short)}")
+    def shown(self) -> dict:
+        """What the picture shows now: the query, its weights over the keys and the value returned."""
+        data, moved = self.data, self.view.get("moved") or {}
+        if not moved:
+            return {"query": data["query"], "weights": data["weights"], "value": data["value"]}
+        (axis, stop), = ((int(k), v) for k, v in moved.items())
+        query = list(data["query"])
+        query[axis] = data["grid"][stop]
+        return {"query": query, "weights": data["along"][axis]["weights"][stop], "value": data["along"][axis]["values"][stop]}

@@ -10,8 +10,8 @@ Controls: the inverse temperature beta (a log-scale slider from 0.01, almost uni
 100, almost argmax) and the scores themselves, typed as ``river=1.9, bank=1.5, ...``
 (a label and a score per key) or as plain numbers ``1.9, 1.5, ...``.
 
-An update redraws only what moves with beta on a cached background (blitting) and
-encodes the PNG without Pillow's row filters (:func:`~attention_book.widgets._base.png_bytes`), to stay fast.
+The kernel computes all three at every stop of the beta slider (torch, on the chosen
+device); the browser draws the stop the slider is at, so moving it needs no kernel.
 """
 
 from __future__ import annotations
@@ -20,21 +20,18 @@ import math
 import numbers
 from collections.abc import Sequence
 
-import ipywidgets as widgets
-import matplotlib
 import numpy as np
 import torch
 
-from ..analysis.formatting import format_exact, format_weight
-from ..analysis.plotting import ATTENTION_CMAP
+from ..analysis.formatting import format_exact
 from ..attention import softmax
 from ..soft_hard import entropy, hardmax, sparsemax
-from ._base import AttentionWidget, WidgetInputError, png_bytes
+from ._base import AttentionWidget, WidgetInputError, rounded
 
 __all__ = [
     "SoftHardExplorer",
     "parse_scores",
-    "png_bytes",
+    "BETAS",
     "format_scores",
     "DEFAULT_LABELS",
     "DEFAULT_SCORES",
@@ -50,9 +47,8 @@ MAX_KEYS = 10
 SCORE_LIMIT = 20.0
 BETA_MIN, BETA_MAX = 0.01, 100.0  # the slider's range (10^-2 to 10^2)
 METHODS = ("softmax", "sparsemax", "hardmax")
-SWEEP_POINTS = 161  # betas in the entropy curves
-COLOURS = {"softmax": "#1f77b4", "sparsemax": "#ff7f0e", "hardmax": "#2ca02c"}
-STYLES = {"softmax": "-", "sparsemax": "--", "hardmax": ":"}
+# The slider's stops: 10 ** (-2 ... 2) in steps of 0.05 (81 stops, 1.0 among them).
+BETAS = tuple(round(10 ** (k / 20), 6) for k in range(-40, 41))
 
 
 def format_scores(labels: Sequence[str], scores: Sequence[float]) -> str:
@@ -106,13 +102,11 @@ class SoftHardExplorer(AttentionWidget):
             default device).
         beta: the starting inverse temperature, between 0.01 and 100 (default 1).
 
-    After every update, ``state`` holds ``beta``, ``labels``, ``scores``, the weights
-    ``softmax``, ``sparsemax`` and ``hardmax`` (lists), ``entropy`` and ``nonzero``
-    (dicts keyed by those three names) and ``uniform_entropy`` (ln n).
+    ``data`` holds ``labels``, ``scores``, ``betas`` (the slider's stops), ``softmax`` and
+    ``sparsemax`` (one row of weights per stop), ``hardmax``, and ``entropy`` and
+    ``nonzero`` per method and stop; ``view["beta"]`` is the index of the stop shown;
+    :meth:`shown` reads out what the picture shows.
     """
-
-    title = "Soft-hard explorer: one query's scores, turned into weights three ways"
-    figure_size = (9.6, 4.9)
 
     def __init__(
         self,
@@ -150,154 +144,52 @@ class SoftHardExplorer(AttentionWidget):
         if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not BETA_MIN <= beta <= BETA_MAX:
             raise ValueError(f"beta must be a number from {BETA_MIN:g} to {BETA_MAX:g}, but {beta!r} was given")
         super().__init__(device=device)
-
         self.labels, self.scores = [label.strip() for label in labels], values.tolist()
-        self.beta_slider = widgets.FloatLogSlider(
-            value=float(beta), base=10, min=math.log10(BETA_MIN), max=math.log10(BETA_MAX), step=0.05,
-            description="inverse temperature β", continuous_update=False, readout_format=".3g",
-            style={"description_width": "initial"}, layout=widgets.Layout(width="420px"),
-        )
-        self.scores_text = widgets.Text(
-            value=format_scores(self.labels, self.scores), description="scores", continuous_update=False,
-            placeholder="river=1.9, bank=1.5, the=0.2", layout=widgets.Layout(width="460px"),
-        )
-        self._on_device: dict[tuple, tuple[torch.Tensor, dict]] = {}
-        self._built_for: tuple | None = None  # (labels, scores) the figure was built for; draw() builds it
-        self._finish_init()
-
-    # -- controls -----------------------------------------------------------------------
-    def controls(self) -> list[widgets.Widget]:
-        return [self.beta_slider, self.scores_text]
+        self.kind = "soft_hard"
+        self.title = "Soft-hard explorer: one query's scores, turned into weights three ways"
+        self.betas = BETAS
+        self.view = {"beta": int(np.argmin([abs(math.log(b / beta)) for b in BETAS]))}
+        self.inputs = {"scores": format_scores(self.labels, self.scores)}
+        self._start()
 
     def _dtype(self, device: torch.device) -> torch.dtype:
         return torch.float32 if device.type == "mps" else torch.float64  # MPS has no float64
 
     # -- compute ------------------------------------------------------------------------
-    def _sweep(self, device: torch.device) -> tuple[torch.Tensor, dict]:
-        """The scores on ``device`` and, once per row of scores, what does not depend on the slider.
-
-        That is the entropy and the number of non-zero weights of every method at every beta
-        of the slider's range (the curves of the lower panel), and the hardmax weights.
-        """
-        key = (device.type, tuple(self.scores))
-        if key not in self._on_device:
-            dtype = self._dtype(device)
-            scores = torch.tensor(self.scores, dtype=dtype, device=device)  # (n,)
-            betas = torch.logspace(math.log10(BETA_MIN), math.log10(BETA_MAX), SWEEP_POINTS, dtype=dtype, device=device)
-            scaled = betas[:, None] * scores[None, :]  # (points, n)
-            weights = torch.stack([softmax(scaled), sparsemax(scaled), hardmax(scaled)])  # (3, points, n)
-            curves = torch.stack([entropy(weights), (weights > 0).sum(dim=-1).to(dtype)])  # (2, 3, points)
-            hard = hardmax(scores)  # (n,): the same at every beta > 0
-            sweep = {
-                "betas": betas.cpu().numpy(),
-                "entropy": curves[0].cpu().numpy(),
-                "nonzero": curves[1].cpu().numpy(),
-                "hardmax": hard.cpu().tolist(),
-                "hardmax_entropy": float(entropy(hard)),
-                "hardmax_nonzero": int((hard > 0).sum()),
-            }
-            self._on_device = {key: (scores, sweep)}  # keep only the current row of scores
-        return self._on_device[key]
-
     def compute(self, device: torch.device) -> dict:
-        labels, scores = parse_scores(self.scores_text.value)
+        """Softmax, sparsemax and hardmax of beta * scores at every stop of the slider, their
+        entropies and non-zero counts, computed with torch on ``device`` in one batch."""
+        labels, scores = parse_scores(self.inputs["scores"])
         self.labels, self.scores = labels, scores
-        beta = float(self.beta_slider.value)
-        row, sweep = self._sweep(device)  # (n,)
-        scaled = beta * row  # (n,): the scores times the inverse temperature
-        weights = torch.stack([softmax(scaled), sparsemax(scaled), hardmax(scaled)])  # (3, n)
-        summary = torch.stack([entropy(weights), (weights > 0).sum(dim=-1).to(weights.dtype)], dim=1)  # (3, 2)
-        everything = torch.cat([weights, summary], dim=1).cpu().tolist()  # one transfer: (3, n + 2)
-        n = len(scores)
-        state = {"beta": beta, "labels": list(labels), "scores": list(scores), "uniform_entropy": math.log(n),
-                 "entropy": {}, "nonzero": {}, "sweep": sweep}
-        for name, values in zip(METHODS, everything):
-            state[name] = values[:n]
-            state["entropy"][name] = values[n]
-            state["nonzero"][name] = int(values[n + 1])
-        return state
+        dtype = self._dtype(device)
+        row = torch.tensor(scores, dtype=dtype, device=device)  # (n,)
+        betas = torch.tensor(BETAS, dtype=dtype, device=device)  # (points,)
+        scaled = betas[:, None] * row[None, :]  # (points, n): scores times the inverse temperature
+        weights = torch.stack([softmax(scaled), sparsemax(scaled), hardmax(scaled)])  # (3, points, n)
+        entropies = entropy(weights)  # (3, points)
+        nonzero = (weights > 0).sum(dim=-1)  # (3, points)
+        hard = hardmax(row)  # (n,): the same at every beta > 0
+        return {
+            "labels": list(labels),
+            "scores": list(scores),
+            "betas": list(BETAS),
+            "softmax": rounded(weights[0]),
+            "sparsemax": rounded(weights[1]),
+            "hardmax": rounded(hard),
+            "entropy": {name: rounded(values) for name, values in zip(METHODS, entropies)},
+            "nonzero": {name: values.tolist() for name, values in zip(METHODS, nonzero.cpu())},
+            "uniform_entropy": math.log(len(scores)),
+        }
 
-    # -- draw ---------------------------------------------------------------------------
-    def _build_figure(self, labels: Sequence[str], scores: Sequence[float], sweep: dict) -> None:
-        """Axes, the hardmax panel and the entropy curves for this row of scores, drawn once.
-
-        Only what moves with beta (the softmax and sparsemax bars, their numbers, the markers
-        on the curves) is redrawn by :meth:`draw` and :meth:`png`; everything else is kept as
-        pixels. Text is the slow part of a redraw, so the fixed words ("entropy", "β =") are
-        in the background and only the numbers are redrawn.
-        """
-        figure = self.figure
-        figure.clear()
-        figure.set_layout_engine("none")
-        n = len(labels)
-        self.colour_map = matplotlib.colormaps[ATTENTION_CMAP]
-        positions = np.arange(n)
-        small = 6 if n > 7 else (7 if n > 5 else 8)
-        long_labels = n > 6 or max(len(label) for label in labels) > 6
-        # Fixed margins (an automatic layout would double the time a new row of scores takes);
-        # rotated labels need more room under the bars.
-        grid = figure.add_gridspec(2, 3, height_ratios=[2.3, 1.25], left=0.07, right=0.985, top=0.94, bottom=0.1,
-                                   wspace=0.2, hspace=0.55 if long_labels else 0.32)
-        self.bars, self.value_texts, self.info_texts = {}, {}, {}
-        titles = {"softmax": "softmax(β s)", "sparsemax": "sparsemax(β s)", "hardmax": "hardmax(s): β changes nothing"}
-        for column, name in enumerate(METHODS):
-            ax = figure.add_subplot(grid[0, column])
-            self.bars[name] = ax.bar(positions, np.zeros(n), color=self.colour_map(0.0), edgecolor="black", linewidth=0.7)
-            self.value_texts[name] = [ax.text(j, 0.0, "", ha="center", va="bottom", fontsize=small) for j in range(n)]
-            ax.text(0.03, 0.97, "entropy (nats)\nnon-zero", transform=ax.transAxes, ha="left", va="top", fontsize=8)
-            self.info_texts[name] = ax.text(0.45, 0.97, "", transform=ax.transAxes, ha="left", va="top", fontsize=8)
-            ax.set_ylim(0, 1.42)
-            ax.set_yticks([0, 0.25, 0.5, 0.75, 1.0])
-            ax.set_xlim(-0.6, n - 0.4)
-            ax.set_xticks(positions, labels, rotation=60 if long_labels else 0, fontsize=small)
-            ax.set_title(titles[name], fontsize=10)
-            if column == 0:
-                ax.set_ylabel("attention weight")
-        # hardmax(beta s) = hardmax(s) for every beta > 0: its panel is drawn once, here.
-        self._set_panel("hardmax", sweep["hardmax"], sweep["hardmax_entropy"], sweep["hardmax_nonzero"])
-        curves = figure.add_subplot(grid[1, :])
-        betas = sweep["betas"]
-        for index, name in enumerate(METHODS):
-            curves.plot(betas, sweep["entropy"][index], STYLES[name], color=COLOURS[name], label=name, linewidth=1.6)
-        curves.axhline(math.log(n), color="grey", linewidth=0.7)
-        curves.text(betas[0], math.log(n), f" uniform: ln {n} = {math.log(n):.2f}", ha="left", va="bottom", fontsize=7)
-        curves.set_xscale("log")
-        curves.set_xlim(betas[0], betas[-1])
-        curves.set_ylim(-0.08, max(math.log(n), 0.1) * 1.3)
-        curves.set_xlabel("inverse temperature β (log scale)")
-        curves.set_ylabel("entropy (nats)")
-        curves.legend(fontsize=7, loc="lower left")
-        # The value of beta sits next to the red line and moves with it (x in data, y in axes coordinates).
-        self.beta_text = curves.text(1.0, 0.5, "", transform=curves.get_xaxis_transform(), va="center", fontsize=8,
-                                     color="#d62728", weight="bold")
-        self.beta_line = curves.axvline(1.0, color="#d62728", linewidth=1.2)
-        self.markers = {name: curves.plot([1.0], [0.0], "o", color=COLOURS[name], markersize=5)[0] for name in METHODS}
-        moving = ("softmax", "sparsemax")
-        dynamic = [
-            *(bar for name in moving for bar in self.bars[name]),
-            *(text for name in moving for text in self.value_texts[name]),
-            *(self.info_texts[name] for name in moving), self.beta_line, *self.markers.values(), self.beta_text,
-        ]
-        self.cache_background(figure, dynamic, freeze_layout=False)
-        self._built_for = (tuple(labels), tuple(scores))
-
-    def _set_panel(self, name: str, weights: Sequence[float], entropy_nats: float, nonzero: int) -> None:
-        for j, (bar, text, weight) in enumerate(zip(self.bars[name], self.value_texts[name], weights)):
-            bar.set_height(weight)
-            bar.set_facecolor(self.colour_map(weight))
-            text.set_position((j, weight + 0.02))
-            text.set_text(format_weight(weight))
-        self.info_texts[name].set_text(f"{entropy_nats:.2f}\n{nonzero} of {len(weights)}")
-
-    def draw(self, state: dict) -> None:
-        if self._built_for != (tuple(state["labels"]), tuple(state["scores"])):
-            self._build_figure(state["labels"], state["scores"], state["sweep"])
-        beta = state["beta"]
-        for name in ("softmax", "sparsemax"):
-            self._set_panel(name, state[name], state["entropy"][name], state["nonzero"][name])
-        for name in METHODS:
-            self.markers[name].set_data([beta], [state["entropy"][name]])
-        self.beta_line.set_xdata([beta, beta])
-        self.beta_text.set_text(f" β = {beta:.3g} ")
-        self.beta_text.set_x(beta)
-        self.beta_text.set_horizontalalignment("left" if beta <= 10 else "right")
+    def shown(self) -> dict:
+        """What the picture shows now: beta and the three rows of weights with their entropies."""
+        b = self.view["beta"]
+        data = self.data
+        return {
+            "beta": data["betas"][b],
+            "softmax": data["softmax"][b],
+            "sparsemax": data["sparsemax"][b],
+            "hardmax": data["hardmax"],
+            "entropy": {name: data["entropy"][name][b] for name in METHODS},
+            "nonzero": {name: data["nonzero"][name][b] for name in METHODS},
+        }

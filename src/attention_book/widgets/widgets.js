@@ -1,0 +1,862 @@
+// The pictures and controls of attention_book's widgets (chapters 1-7), drawn by the browser.
+//
+// The kernel (Python, torch) computes the numbers and sends them in the widget's `data`;
+// this file draws them as SVG and handles every control that only changes what is shown
+// (temperature, query, mask, layer, head, step, hover) without asking the kernel. Controls
+// that need the model (a new sentence, source or query text) write the widget's `inputs`,
+// and the kernel answers with new `data` or with an `error` shown next to that control.
+//
+// One file, no imports: Python serves it as anywidget's ES module (`_esm`, with an
+// `export default` appended) in Jupyter, VS Code and Colab; on the book's website the
+// widget state saved in each chapter carries the same source, and the page has no
+// kernel (window.__attentionBookStaticPage, set by tools/widgets_offline.js), so
+// model-bound controls are disabled with a note.
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+function make(tag, attributes, parent, text) {
+  const svg = tag.startsWith("svg:");
+  const node = svg ? document.createElementNS(SVG_NS, tag.slice(4)) : document.createElement(tag);
+  for (const [name, value] of Object.entries(attributes || {})) {
+    if (value !== undefined && value !== null) node.setAttribute(name, String(value));
+  }
+  if (text !== undefined) node.textContent = String(text);
+  if (parent) parent.appendChild(node);
+  return node;
+}
+
+function fixed(value, digits) {
+  return value === null || value === undefined || !isFinite(value) ? "–" : Number(value).toFixed(digits);
+}
+
+function shorten(label, limit) {
+  label = String(label);
+  return label.length <= limit ? label : label.slice(0, limit - 1) + "…";
+}
+
+// -- colours: the book's one attention colour map, sent by Python as hex stops -----------
+function makePalette(stops) {
+  const rgb = stops.map((hex) => [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)));
+  return function colour(value) {
+    if (value === null || value === undefined || !isFinite(value)) return "#e4e4e4";
+    const x = Math.min(1, Math.max(0, value)) * (rgb.length - 1);
+    const i = Math.min(rgb.length - 2, Math.floor(x));
+    const f = x - i;
+    const c = rgb[i].map((v, k) => Math.round(v + f * (rgb[i + 1][k] - v)));
+    return `rgb(${c[0]},${c[1]},${c[2]})`;
+  };
+}
+
+function inkOn(value) {
+  return value !== null && value > 0.6 ? "#000" : "#fff"; // light cells (high weights) take black text
+}
+
+const STYLE = `
+.ab-widget { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; font-size: 13px; color: #222;
+  border: 1px solid #ddd; border-radius: 6px; padding: 8px 10px; max-width: 760px; background: #fff; }
+.ab-title { font-weight: 600; margin-bottom: 4px; }
+.ab-controls { display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center; margin-bottom: 4px; }
+.ab-control { display: inline-flex; align-items: center; gap: 5px; }
+.ab-control input[type=range] { width: 150px; }
+.ab-control input[type=text] { width: 220px; }
+.ab-control .ab-readout { min-width: 3.2em; font-variant-numeric: tabular-nums; }
+.ab-error { color: #b00020; font-size: 12px; }
+.ab-error:empty { display: none; }
+.ab-picture { position: relative; }
+.ab-picture svg { width: 100%; height: auto; display: block; }
+.ab-picture text { font-family: inherit; }
+.ab-stale svg { opacity: 0.35; }
+.ab-stale-note { display: none; position: absolute; top: 4px; right: 6px; background: #fff3cd; color: #7a5b00;
+  border: 1px solid #e0c96b; border-radius: 4px; padding: 1px 6px; font-size: 12px; }
+.ab-stale .ab-stale-note { display: block; }
+.ab-footer { display: flex; flex-wrap: wrap; gap: 4px 14px; color: #555; font-size: 12px; margin-top: 2px; }
+.ab-note { color: #555; font-size: 12px; }
+.ab-note:empty { display: none; }
+`;
+
+function addStyle() {
+  if (document.getElementById("attention-book-widget-style")) return;
+  make("style", { id: "attention-book-widget-style" }, document.head, STYLE);
+}
+
+// -- controls ------------------------------------------------------------------------------
+function control(frame, name, label) {
+  const wrapper = make("span", { class: "ab-control", "data-control": name }, frame.controls);
+  if (label) make("label", {}, wrapper, label);
+  const error = make("span", { class: "ab-error", "data-error-for": name });
+  frame.errors[name] = error;
+  return { wrapper, error };
+}
+
+function placeError(wrapper, error) {
+  wrapper.after(error);
+}
+
+function slider(frame, name, label, { min, max, step, value, show, onInput, onCommit }) {
+  const { wrapper, error } = control(frame, name, label);
+  const input = make("input", { type: "range", min, max, step, value, name }, wrapper);
+  input.value = value;
+  const readout = make("span", { class: "ab-readout" }, wrapper, show(value));
+  placeError(wrapper, error);
+  input.addEventListener("input", () => {
+    readout.textContent = show(Number(input.value));
+    if (onInput) onInput(Number(input.value));
+  });
+  if (onCommit) input.addEventListener("change", () => onCommit(Number(input.value)));
+  return {
+    input,
+    set(v) {
+      input.value = v;
+      readout.textContent = show(Number(v));
+    },
+    setRange(lo, hi) {
+      input.min = lo;
+      input.max = hi;
+    },
+  };
+}
+
+function select(frame, name, label, options, value, onChange) {
+  // One option: a label instead of a menu with nothing to choose.
+  const { wrapper, error } = control(frame, name, label);
+  let menu = null;
+  let only = null;
+  function fill(list, current) {
+    wrapper.querySelectorAll("select, .ab-only").forEach((node) => node.remove());
+    if (list.length === 1) {
+      only = make("span", { class: "ab-only", "data-name": name }, wrapper, list[0][0]);
+      menu = null;
+      return;
+    }
+    menu = make("select", { name }, wrapper);
+    for (const [text, v] of list) make("option", { value: JSON.stringify(v) }, menu, text);
+    menu.value = JSON.stringify(current);
+    menu.addEventListener("change", () => onChange(JSON.parse(menu.value)));
+  }
+  fill(options, value);
+  placeError(wrapper, error);
+  return {
+    get menu() {
+      return menu;
+    },
+    set(v) {
+      if (menu) menu.value = JSON.stringify(v);
+    },
+    fill,
+  };
+}
+
+function checkbox(frame, name, label, value, onChange) {
+  const { wrapper, error } = control(frame, name);
+  const input = make("input", { type: "checkbox", name, id: `${frame.id}-${name}` }, wrapper);
+  input.checked = value;
+  make("label", { for: `${frame.id}-${name}` }, wrapper, label);
+  placeError(wrapper, error);
+  input.addEventListener("change", () => onChange(input.checked));
+  return { input };
+}
+
+function button(frame, name, text, onClick) {
+  const b = make("button", { type: "button", name }, frame.controls, text);
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+// A control that needs the kernel (a new sentence, source, query text): on the website it
+// is disabled and a note says where it works.
+function textInput(frame, name, label, value, what) {
+  const { wrapper, error } = control(frame, name, label);
+  const input = make("input", { type: "text", name, spellcheck: "false" }, wrapper);
+  input.value = value;
+  placeError(wrapper, error);
+  if (!frame.live) {
+    input.disabled = true;
+    frame.offline.push(what);
+  } else {
+    input.addEventListener("change", () => frame.send(name, input.value));
+  }
+  return input;
+}
+
+// -- drawing pieces ------------------------------------------------------------------------
+function newPicture(frame, width, height) {
+  frame.picture.querySelectorAll("svg").forEach((node) => node.remove());
+  const svg = make("svg:svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "font-size": 12 });
+  frame.picture.prepend(svg);
+  frame.svg = svg;
+  return svg;
+}
+
+// A heatmap of SVG rectangles: set(matrix) recolours; rows are queries, columns keys.
+// Hovering a cell or a label highlights its row and column (the rest fades).
+function heatmap(parent, colour, { x, y, cell, rows, cols, rowLabels, colLabels, xTitle, yTitle, numbers, font, onRowClick }) {
+  const g = make("svg:g", { class: "ab-heatmap" }, parent);
+  font = font || 11;
+  const rects = [];
+  const texts = [];
+  for (let i = 0; i < rows; i += 1) {
+    rects.push([]);
+    texts.push([]);
+    for (let j = 0; j < cols; j += 1) {
+      const r = make("svg:rect", { x: x + j * cell, y: y + i * cell, width: cell, height: cell, fill: "#e4e4e4", "data-row": i, "data-col": j }, g);
+      rects[i].push(r);
+      if (numbers) {
+        texts[i].push(make("svg:text", { x: x + (j + 0.5) * cell, y: y + (i + 0.5) * cell + font * 0.35, "text-anchor": "middle", "font-size": Math.min(font, cell * 0.36), "pointer-events": "none" }, g, ""));
+      }
+    }
+  }
+  const rowText = (rowLabels || []).map((label, i) =>
+    make("svg:text", { x: x - 4, y: y + (i + 0.5) * cell + font * 0.35, "text-anchor": "end", "font-size": font, "data-row": i, class: "ab-row-label", style: onRowClick ? "cursor:pointer" : "" }, g, label));
+  const colText = (colLabels || []).map((label, j) => {
+    const cx = x + (j + 0.5) * cell;
+    const cy = y + rows * cell + 4;
+    return make("svg:text", { x: cx, y: cy, transform: `rotate(-55 ${cx} ${cy})`, "text-anchor": "end", "dominant-baseline": "hanging", "font-size": font, "data-col": j }, g, label);
+  });
+  if (xTitle) make("svg:text", { x: x + (cols * cell) / 2, y: y - 6, "text-anchor": "middle", "font-size": font }, g, xTitle);
+  if (yTitle) {
+    const tx = x - 4 - Math.max(0, ...(rowLabels || [""]).map((l) => String(l).length)) * font * 0.58 - 8;
+    const ty = y + (rows * cell) / 2;
+    make("svg:text", { x: tx, y: ty, transform: `rotate(-90 ${tx} ${ty})`, "text-anchor": "middle", "font-size": font }, g, yTitle);
+  }
+  const outline = make("svg:rect", { x, y, width: cols * cell, height: cell, fill: "none", stroke: "#d62728", "stroke-width": 2.5, visibility: "hidden" }, g);
+  function focus(row, col) {
+    for (let i = 0; i < rows; i += 1) {
+      for (let j = 0; j < cols; j += 1) {
+        const on = row === null || i === row || j === col;
+        rects[i][j].setAttribute("opacity", on ? 1 : 0.3);
+      }
+    }
+    rowText.forEach((t, i) => t.setAttribute("font-weight", i === row ? "bold" : "normal"));
+    colText.forEach((t, j) => t.setAttribute("font-weight", j === col ? "bold" : "normal"));
+  }
+  g.addEventListener("mouseover", (event) => {
+    const target = event.target;
+    const row = target.hasAttribute("data-row") ? Number(target.getAttribute("data-row")) : null;
+    const col = target.hasAttribute("data-col") ? Number(target.getAttribute("data-col")) : null;
+    if (row !== null || col !== null) focus(row, col === null ? row : col);
+  });
+  g.addEventListener("mouseleave", () => focus(null, null));
+  if (onRowClick) rowText.forEach((t, i) => t.addEventListener("click", () => onRowClick(i)));
+  return {
+    set(matrix) {
+      for (let i = 0; i < rows; i += 1) {
+        for (let j = 0; j < cols; j += 1) {
+          const v = matrix[i] ? matrix[i][j] : null;
+          rects[i][j].setAttribute("fill", colour(v));
+          if (numbers) texts[i][j].textContent = v === null || v === undefined ? "" : fixed(v, 2);
+          if (numbers) texts[i][j].setAttribute("fill", inkOn(v));
+        }
+      }
+    },
+    mark(row) {
+      if (row === null || row === undefined) {
+        outline.setAttribute("visibility", "hidden");
+      } else {
+        outline.setAttribute("visibility", "visible");
+        outline.setAttribute("y", y + row * cell);
+      }
+    },
+    rowLabel(i, text) {
+      if (rowText[i]) rowText[i].textContent = text;
+    },
+  };
+}
+
+function colourBar(parent, colour, { x, y, height, label }) {
+  const g = make("svg:g", {}, parent);
+  const steps = 20;
+  for (let k = 0; k < steps; k += 1) {
+    make("svg:rect", { x, y: y + (height * k) / steps, width: 10, height: height / steps + 0.5, fill: colour(1 - k / (steps - 1)) }, g);
+  }
+  for (const v of [0, 0.5, 1]) make("svg:text", { x: x + 14, y: y + height * (1 - v) + 4, "font-size": 10 }, g, v.toFixed(1));
+  if (label) {
+    const tx = x + 40;
+    const ty = y + height / 2;
+    make("svg:text", { x: tx, y: ty, transform: `rotate(-90 ${tx} ${ty})`, "text-anchor": "middle", "font-size": 11 }, g, label);
+  }
+}
+
+// Vertical bars with an axis 0..1: set(values, labelsAbove, colours).
+function barChart(parent, { x, y, width, height, labels, yLabel, font }) {
+  font = font || 11;
+  const g = make("svg:g", {}, parent);
+  const n = labels.length;
+  const slot = width / n;
+  const top = y + 16; // room for the labels written above the bars
+  const plot = height - 16;
+  make("svg:line", { x1: x, y1: y + height, x2: x + width, y2: y + height, stroke: "#333" }, g);
+  make("svg:line", { x1: x, y1: top, x2: x, y2: y + height, stroke: "#333" }, g);
+  for (const v of [0, 0.5, 1]) {
+    const ty = y + height - v * plot;
+    make("svg:line", { x1: x - 4, y1: ty, x2: x, y2: ty, stroke: "#333" }, g);
+    make("svg:text", { x: x - 6, y: ty + 4, "text-anchor": "end", "font-size": 10 }, g, v.toFixed(1));
+  }
+  if (yLabel) {
+    const tx = x - 30;
+    const ty = y + height / 2;
+    make("svg:text", { x: tx, y: ty, transform: `rotate(-90 ${tx} ${ty})`, "text-anchor": "middle", "font-size": font }, g, yLabel);
+  }
+  const bars = [];
+  const above = [];
+  labels.forEach((label, j) => {
+    const bx = x + j * slot + slot * 0.15;
+    bars.push(make("svg:rect", { x: bx, y: y + height, width: slot * 0.7, height: 0, stroke: "#000", "stroke-width": 0.8, "data-col": j }, g));
+    above.push(make("svg:text", { x: bx + slot * 0.35, y: y + height - 3, "text-anchor": "middle", "font-size": Math.min(10, font) }, g, ""));
+    const cx = bx + slot * 0.35;
+    const cy = y + height + 5;
+    const rotate = n > 6 || Math.max(...labels.map((l) => String(l).length)) * font * 0.6 > slot;
+    make("svg:text", { x: cx, y: cy, transform: rotate ? `rotate(-35 ${cx} ${cy})` : null, "text-anchor": rotate ? "end" : "middle", "dominant-baseline": "hanging", "font-size": font }, g, label);
+  });
+  return {
+    set(values, texts, fills, strokes) {
+      values.forEach((v, j) => {
+        const h = Math.max(0, Math.min(1, v || 0)) * plot;
+        bars[j].setAttribute("y", y + height - h);
+        bars[j].setAttribute("height", h);
+        bars[j].setAttribute("fill", fills[j]);
+        bars[j].setAttribute("stroke", strokes ? strokes[j][0] : "#000");
+        bars[j].setAttribute("stroke-width", strokes ? strokes[j][1] : 0.8);
+        above[j].setAttribute("y", y + height - h - 3);
+        above[j].textContent = texts ? texts[j] : "";
+      });
+    },
+  };
+}
+
+// -- chapter 1: AttentionExplorer --------------------------------------------------------
+function attentionExplorer(frame) {
+  const { model } = frame;
+  let built = null;
+  let picture = null;
+  const view = frame.view;
+  const temperature = slider(frame, "temperature", "temperature τ", {
+    min: 0, max: dataOf(model).temperatures.length - 1, step: 1, value: view.temperature,
+    show: (i) => fixed(dataOf(model).temperatures[i], 2),
+    onInput: (i) => frame.setView({ temperature: i }),
+  });
+  const query = select(frame, "query", "query token", [], view.query, (q) => frame.setView({ query: q }));
+  checkbox(frame, "scaled", "divide scores by √d_k", view.scaled, (v) => frame.setView({ scaled: v }));
+  checkbox(frame, "causal", "causal (look back only)", view.causal, (v) => frame.setView({ causal: v }));
+  const sentence = textInput(frame, "sentence", "sentence", model.get("inputs").sentence, "edit the sentence");
+
+  function build(data) {
+    const T = data.tokens.length;
+    const svg = newPicture(frame, 660, 330);
+    const labels = data.tokens.map((t) => shorten(t, 8));
+    const heading = make("svg:text", { x: 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
+    make("svg:text", { x: 70, y: 34, "font-size": 11, fill: "#444" }, svg, "bars: weights a_j of the query's row; above each bar its scaled score s_j / τ");
+    const bars = barChart(svg, { x: 70, y: 44, width: 300, height: 200, labels, yLabel: "attention weight a_j" });
+    const cell = Math.min(26, 190 / T);
+    const map = heatmap(svg, frame.colour, {
+      x: 470, y: 60, cell, rows: T, cols: T, rowLabels: labels, colLabels: labels, xTitle: "attention matrix A (keys →)",
+      onRowClick: (i) => frame.setView({ query: i }),
+    });
+    colourBar(svg, frame.colour, { x: 470 + T * cell + 8, y: 60, height: T * cell, label: "" });
+    const output = make("svg:text", { x: 70, y: 312, "font-size": 12, "font-family": "monospace" }, svg, "");
+    built = { tokens: data.tokens.join(" "), bars, map, heading, output };
+    query.fill(data.tokens.map((t, i) => [`${i + 1}: ${t}`, i]), Math.min(view.query, T - 1));
+    temperature.setRange(0, data.temperatures.length - 1);
+    sentence.value = data.tokens.join(" ");
+  }
+
+  return function draw() {
+    const data = dataOf(model);
+    if (!built || built.tokens !== data.tokens.join(" ")) build(data);
+    const T = data.tokens.length;
+    const v = frame.view;
+    const q = Math.min(v.query, T - 1);
+    const s = v.scaled ? 1 : 0;
+    const c = v.causal ? 1 : 0;
+    const weights = data.weights[s][c][v.temperature];
+    const scores = data.scores[s][c][v.temperature];
+    const row = weights[q];
+    built.bars.set(
+      row,
+      scores[q].map((x) => (x === null ? "masked" : fixed(x, 2))),
+      row.map((w) => frame.colour(w)),
+      row.map((_, j) => (j === q ? ["#d62728", 2.6] : ["#000", 0.8])),
+    );
+    built.map.set(weights);
+    built.map.mark(q);
+    const tau = data.temperatures[v.temperature];
+    built.heading.textContent = `query '${data.tokens[q]}' · τ = ${fixed(tau, 2)} · ${v.scaled ? "÷√d_k" : "unscaled"}${v.causal ? " · causal" : ""}`;
+    const h = data.outputs[s][c][v.temperature][q];
+    built.output.textContent = `output h = Σ_j a_j x_j = [${h.map((x) => fixed(x, 2)).join(", ")}]`;
+    query.set(q);
+    temperature.set(v.temperature);
+  };
+}
+
+// -- chapter 2: KeyValueExplorer ----------------------------------------------------------
+function keyValueExplorer(frame) {
+  const { model } = frame;
+  let built = null;
+  const data0 = dataOf(model);
+  const sliders = data0.query.map((value, i) =>
+    slider(frame, `query_${i}`, `query[${i}]`, {
+      min: 0, max: data0.grid.length - 1, step: 1, value: data0.grid_index[i],
+      show: (k) => fixed(dataOf(model).grid[k], 1),
+      onInput: (k) => {
+        // Only this component moves; the numbers along it were computed by the kernel.
+        const moved = {};
+        moved[i] = k;
+        frame.setView({ moved });
+      },
+      onCommit: (k) => {
+        if (frame.live) {
+          const data = dataOf(model);
+          const q = data.query.slice();
+          q[i] = data.grid[k];
+          frame.send("query", q.join(", "));
+        }
+      },
+    }));
+  const text = textInput(frame, "query", "query", model.get("inputs").query, "type a query");
+
+  function build(data) {
+    const svg = newPicture(frame, 660, 270);
+    const labels = data.key_labels.map((l) => shorten(l, 16));
+    built = {
+      keys: data.key_labels.join("|"),
+      heading: make("svg:text", { x: 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, ""),
+      bars: barChart(svg, { x: 70, y: 30, width: 280, height: 180, labels, yLabel: "attention weight" }),
+      sum: make("svg:text", { x: 390, y: 50, "font-size": 12, "font-family": "monospace" }, svg, ""),
+    };
+    make("svg:text", { x: 390, y: 30, "font-weight": "bold", "font-size": 12 }, svg, "returned value = Σ weight × value");
+  }
+
+  return function draw() {
+    const data = dataOf(model);
+    if (!built || built.keys !== data.key_labels.join("|")) build(data);
+    const moved = frame.view.moved || {};
+    const axis = Object.keys(moved).length ? Number(Object.keys(moved)[0]) : null;
+    let weights = data.weights;
+    let value = data.value;
+    let scores = data.scores;
+    const q = data.query.slice();
+    if (axis !== null) {
+      const k = moved[axis];
+      weights = data.along[axis].weights[k];
+      value = data.along[axis].values[k];
+      scores = data.along[axis].scores[k];
+      q[axis] = data.grid[k];
+    }
+    // On the website only one component can move from the saved query: put the others back.
+    sliders.forEach((s, i) => {
+      if (i !== axis) s.set(data.grid_index[i]);
+    });
+    built.bars.set(weights, scores.map((s) => `s=${fixed(s, 1)}`), weights.map((w) => frame.colour(w)));
+    built.heading.textContent = `query [${q.map((x) => fixed(x, 1)).join(", ")}]`;
+    while (built.sum.firstChild) built.sum.firstChild.remove();
+    data.values_list.forEach((vec, j) => {
+      make("svg:tspan", { x: 390, dy: j ? 17 : 0 }, built.sum, `${fixed(weights[j], 3)} × [${vec.map((x) => fixed(x, 0)).join(", ")}]`);
+    });
+    make("svg:tspan", { x: 390, dy: 24, "font-weight": "bold" }, built.sum, `= [${value.map((x) => fixed(x, 2)).join(", ")}]`);
+    if (!text.matches(":focus")) text.value = q.map((x) => fixed(x, 1)).join(", ");
+  };
+}
+
+// -- chapter 3: SoftHardExplorer ----------------------------------------------------------
+function softHardExplorer(frame) {
+  const { model } = frame;
+  let built = null;
+  const beta = slider(frame, "beta", "inverse temperature β", {
+    min: 0, max: dataOf(model).betas.length - 1, step: 1, value: frame.view.beta,
+    show: (i) => fixed(dataOf(model).betas[i], 2),
+    onInput: (i) => frame.setView({ beta: i }),
+  });
+  textInput(frame, "scores", "scores", model.get("inputs").scores, "edit the scores");
+  const methods = [["softmax", "softmax(βs)"], ["sparsemax", "sparsemax(βs)"], ["hardmax", "hardmax(s)"]];
+
+  function build(data) {
+    const svg = newPicture(frame, 660, 400);
+    const labels = data.labels.map((l) => shorten(l, 8));
+    const panels = methods.map(([key, name], m) => ({
+      key,
+      title: make("svg:text", { x: 50 + m * 210 + 90, y: 16, "text-anchor": "middle", "font-size": 12, "font-weight": "bold" }, svg, name),
+      info: make("svg:text", { x: 50 + m * 210 + 90, y: 32, "text-anchor": "middle", "font-size": 11 }, svg, ""),
+      bars: barChart(svg, { x: 50 + m * 210, y: 40, width: 170, height: 130, labels, yLabel: m === 0 ? "weight" : "" }),
+    }));
+    // Entropy against β (log axis), with a marker at the slider.
+    const x0 = 60, y0 = 250, w = 440, h = 110;
+    const g = make("svg:g", {}, svg);
+    const n = data.betas.length;
+    const top = Math.log(data.labels.length) || 1;
+    const px = (i) => x0 + (w * i) / (n - 1);
+    const py = (e) => y0 + h - (h * e) / top;
+    make("svg:line", { x1: x0, y1: y0 + h, x2: x0 + w, y2: y0 + h, stroke: "#333" }, g);
+    make("svg:line", { x1: x0, y1: y0, x2: x0, y2: y0 + h, stroke: "#333" }, g);
+    make("svg:text", { x: x0 + w / 2, y: y0 + h + 30, "text-anchor": "middle", "font-size": 11 }, g, "inverse temperature β (log scale)");
+    make("svg:text", { x: x0 - 36, y: y0 + h / 2, transform: `rotate(-90 ${x0 - 36} ${y0 + h / 2})`, "text-anchor": "middle", "font-size": 11 }, g, "entropy (nats)");
+    make("svg:text", { x: x0, y: y0 - 8, "font-size": 12, "font-weight": "bold" }, g, "Entropy of the weights across β");
+    for (const e of [0, top]) make("svg:text", { x: x0 - 4, y: py(e) + 4, "text-anchor": "end", "font-size": 10 }, g, fixed(e, 2));
+    [0, Math.floor((n - 1) / 2), n - 1].forEach((i) => make("svg:text", { x: px(i), y: y0 + h + 14, "text-anchor": "middle", "font-size": 10 }, g, fixed(data.betas[i], 2)));
+    const colours = { softmax: "#0072b2", sparsemax: "#e69f00", hardmax: "#555" };
+    methods.forEach(([key], m) => {
+      const points = data.entropy[key].map((e, i) => `${px(i)},${py(e)}`).join(" ");
+      make("svg:polyline", { points, fill: "none", stroke: colours[key], "stroke-width": 2, "stroke-dasharray": key === "hardmax" ? "4 3" : null }, g);
+      make("svg:text", { x: x0 + w + 8, y: y0 + 14 + m * 16, "font-size": 11, fill: colours[key] }, g, key);
+    });
+    const marker = make("svg:line", { y1: y0, y2: y0 + h, stroke: "#d62728", "stroke-width": 1.5 }, g);
+    built = { key: JSON.stringify([data.labels, data.scores]), panels, marker, px };
+  }
+
+  return function draw() {
+    const data = dataOf(model);
+    if (!built || built.key !== JSON.stringify([data.labels, data.scores])) build(data);
+    const b = frame.view.beta;
+    for (const panel of built.panels) {
+      const weights = panel.key === "hardmax" ? data.hardmax : data[panel.key][b];
+      const nonzero = weights.filter((w) => w > 0).length;
+      const entropy = data.entropy[panel.key][b];
+      panel.bars.set(weights, weights.map((w) => fixed(w, 2)), weights.map((w) => frame.colour(w)));
+      panel.info.textContent = `entropy ${fixed(entropy, 2)} · ${nonzero} non-zero`;
+    }
+    built.marker.setAttribute("x1", built.px(b));
+    built.marker.setAttribute("x2", built.px(b));
+    beta.set(b);
+  };
+}
+
+// -- chapters 4 and 7: HeadViewer ---------------------------------------------------------
+function headViewer(frame) {
+  const { model } = frame;
+  let built = null;
+  textInput(frame, "sentence", "sentence", model.get("inputs").sentence, "edit the sentence");
+  const layerMenu = select(frame, "layer", "layer", [], frame.view.layer, (v) => frame.setView({ layer: v }));
+  const headMenu = select(frame, "head", "head", [], frame.view.head, (v) => frame.setView({ head: v }));
+
+  function build(data) {
+    const T = data.labels.length;
+    const H = data.num_heads;
+    const labels = data.labels.map((l) => shorten(l, 10));
+    const margin = 30 + 6.2 * Math.max(...labels.map((l) => l.length));
+    const columns = Math.min(H, 4);
+    const gridRows = Math.ceil(H / columns);
+    const gap = 18;
+    const width = 660;
+    const panel = Math.min(170, (width - margin - 60 - (columns - 1) * gap) / columns);
+    const height = 40 + gridRows * (panel + gap) + margin;
+    const svg = newPicture(frame, width, height);
+    const heading = make("svg:text", { x: 10, y: 18, "font-weight": "bold", "font-size": 13 }, svg, "");
+    const gridGroup = make("svg:g", {}, svg);
+    const grid = [];
+    for (let h = 0; h < H; h += 1) {
+      const r = Math.floor(h / columns);
+      const c = h % columns;
+      const x = margin + c * (panel + gap);
+      const y = 40 + r * (panel + gap);
+      const cell = panel / T;
+      make("svg:text", { x: x + panel / 2, y: y - 4, "text-anchor": "middle", "font-size": 11 }, gridGroup, `head ${h}`);
+      grid.push(heatmap(gridGroup, frame.colour, {
+        x, y, cell, rows: T, cols: T,
+        rowLabels: c === 0 ? labels : null, colLabels: r === gridRows - 1 || h + columns >= H ? labels : null,
+        font: Math.min(11, Math.max(7, cell * 0.9)),
+      }));
+    }
+    // One head alone, in the same box (so the cell keeps its height).
+    const singleGroup = make("svg:g", {}, svg);
+    const side = Math.min(height - 40 - margin, width - margin - 80);
+    const singleCell = side / T;
+    const single = heatmap(singleGroup, frame.colour, {
+      x: margin, y: 40, cell: singleCell, rows: T, cols: T, rowLabels: labels, colLabels: labels,
+      numbers: T <= 10 && singleCell >= 22, font: 11,
+    });
+    colourBar(svg, frame.colour, { x: width - 60, y: 40, height: Math.min(200, height - 40 - margin), label: "attention weight" });
+    make("svg:text", { x: 10, y: height - 8, "font-size": 11, fill: "#444" }, svg, "rows: queries · columns: keys (hover a cell or a token to follow it)");
+    built = { text: data.labels.join(" ") + "|" + data.num_layers + "|" + H, heading, grid, gridGroup, single, singleGroup };
+    layerMenu.fill(
+      data.num_layers === 1 ? [["0 (the model has one layer)", 0]] : Array.from({ length: data.num_layers }, (_, i) => [`layer ${i}`, i]),
+      Math.min(frame.view.layer, data.num_layers - 1),
+    );
+    headMenu.fill([["all heads", "all"], ...Array.from({ length: H }, (_, h) => [`head ${h}`, h])], frame.view.head);
+  }
+
+  return function draw() {
+    const data = dataOf(model);
+    if (!built || built.text !== data.labels.join(" ") + "|" + data.num_layers + "|" + data.num_heads) build(data);
+    const v = frame.view;
+    const layer = Math.min(v.layer, data.num_layers - 1);
+    const all = v.head === "all";
+    built.gridGroup.setAttribute("visibility", all ? "visible" : "hidden");
+    built.singleGroup.setAttribute("visibility", all ? "hidden" : "visible");
+    if (all) {
+      data.weights[layer].forEach((matrix, h) => built.grid[h].set(matrix));
+    } else {
+      built.single.set(data.weights[layer][v.head]);
+    }
+    built.heading.textContent = `${model.get("title") ? "" : ""}layer ${layer}, ${all ? `all ${data.num_heads} heads` : `head ${v.head}`}`;
+    layerMenu.set(layer);
+    headMenu.set(v.head);
+  };
+}
+
+// -- chapter 5: PositionalEncodingExplorer -------------------------------------------------
+function imageOf(matrix, colour, lo, hi) {
+  const rows = matrix.length;
+  const cols = matrix[0].length;
+  const canvas = document.createElement("canvas");
+  canvas.width = cols;
+  canvas.height = rows;
+  const context = canvas.getContext("2d");
+  const image = context.createImageData(cols, rows);
+  for (let i = 0; i < rows; i += 1) {
+    for (let j = 0; j < cols; j += 1) {
+      const rgb = colour((matrix[i][j] - lo) / (hi - lo)).match(/\d+/g);
+      const k = 4 * (i * cols + j);
+      image.data[k] = rgb[0];
+      image.data[k + 1] = rgb[1];
+      image.data[k + 2] = rgb[2];
+      image.data[k + 3] = 255;
+    }
+  }
+  context.putImageData(image, 0, 0);
+  return canvas.toDataURL();
+}
+
+function positionalExplorer(frame) {
+  const { model } = frame;
+  const data0 = dataOf(model);
+  const send = (name) => (value) => frame.live && frame.send(name, String(value));
+  const dModel = slider(frame, "d_model", "d_model", { min: 2, max: data0.max_d_model, step: 2, value: data0.d_model, show: (v) => v, onCommit: send("d_model") });
+  const length = slider(frame, "length", "positions", { min: 2, max: data0.max_length, step: 1, value: frame.view.length, show: (v) => v, onInput: (v) => frame.setView({ length: v }) });
+  const base = slider(frame, "base", "base", { min: 1, max: 6, step: 0.25, value: Math.log10(data0.base), show: (v) => Math.round(10 ** v).toLocaleString("en"), onCommit: (v) => frame.live && frame.send("base", String(10 ** v)) });
+  if (!frame.live) {
+    dModel.input.disabled = true;
+    base.input.disabled = true;
+    frame.offline.push("change d_model or the base");
+  }
+  const measure = select(frame, "measure", "compare by", data0.measures.map((m) => [m, m]), frame.view.measure, (m) => frame.setView({ measure: m }));
+  let svg = null;
+  let parts = null;
+
+  function build() {
+    svg = newPicture(frame, 660, 330);
+    parts = {
+      table: make("svg:image", { x: 60, y: 40, width: 250, height: 250, preserveAspectRatio: "none", style: "image-rendering: pixelated" }, svg),
+      similarity: make("svg:image", { x: 380, y: 40, width: 200, height: 200, preserveAspectRatio: "none", style: "image-rendering: pixelated" }, svg),
+      tableTitle: make("svg:text", { x: 185, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold" }, svg, ""),
+      simTitle: make("svg:text", { x: 480, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold" }, svg, ""),
+      tableAxes: make("svg:text", { x: 185, y: 308, "text-anchor": "middle", "font-size": 11 }, svg, "dimension (sin even, cos odd) →"),
+      simAxes: make("svg:text", { x: 480, y: 258, "text-anchor": "middle", "font-size": 11 }, svg, "position j →   (rows: position i)"),
+      rowsLabel: make("svg:text", { x: 40, y: 165, transform: "rotate(-90 40 165)", "text-anchor": "middle", "font-size": 11 }, svg, "position →"),
+      scale: make("svg:text", { x: 380, y: 280, "font-size": 11 }, svg, ""),
+    };
+  }
+
+  return function draw() {
+    const data = dataOf(model);
+    if (!svg) build();
+    const L = Math.min(frame.view.length, data.max_length);
+    const pe = data.pe.slice(0, L);
+    const byOffset = data.similarity[frame.view.measure];
+    const sim = Array.from({ length: L }, (_, i) => Array.from({ length: L }, (_, j) => byOffset[Math.abs(i - j)]));
+    const lo = Math.min(...byOffset.slice(0, L));
+    const hi = Math.max(...byOffset.slice(0, L));
+    parts.table.setAttribute("href", imageOf(pe, frame.colour, -1, 1));
+    parts.similarity.setAttribute("href", imageOf(sim, frame.colour, lo, hi === lo ? lo + 1 : hi));
+    parts.tableTitle.textContent = `PE: ${L} positions × d_model = ${data.d_model} (colours −1 … 1)`;
+    parts.simTitle.textContent = `${frame.view.measure} of PE[i] and PE[j]`;
+    parts.scale.textContent = `colours from ${fixed(lo, 2)} (dark) to ${fixed(hi, 2)} (light)`;
+    length.set(L);
+    measure.set(frame.view.measure);
+    dModel.set(data.d_model);
+    base.set(Math.log10(data.base));
+  };
+}
+
+// -- chapter 6: DecodingStepper ------------------------------------------------------------
+function decodingStepper(frame) {
+  const { model } = frame;
+  let built = null;
+  const move = (delta) => () => {
+    const data = dataOf(model);
+    frame.setView({ step: Math.min(data.output.length, Math.max(1, frame.view.step + delta)) });
+  };
+  button(frame, "back", "◀ back", move(-1));
+  const step = slider(frame, "step", "step", { min: 1, max: dataOf(model).output.length, step: 1, value: frame.view.step, show: (v) => v, onInput: (v) => frame.setView({ step: v }) });
+  button(frame, "next", "next ▶", move(+1));
+  const layerMenu = select(frame, "layer", "layer", [], frame.view.layer, (v) => frame.setView({ layer: v }));
+  const headMenu = select(frame, "head", "head", [], frame.view.head, (v) => frame.setView({ head: v }));
+  const source = textInput(frame, "source", "source", model.get("inputs").source, "decode another source");
+
+  function build(data) {
+    const L = data.output.length;
+    const T = data.source.length;
+    const cell = Math.min(24, 200 / Math.max(L, T));
+    const svg = newPicture(frame, 660, 90 + L * cell + 70);
+    const rowLabels = data.fed.map(() => "");
+    const heading = make("svg:text", { x: 10, y: 18, "font-weight": "bold", "font-size": 13 }, svg, "");
+    const labelWidth = 7 * Math.max(...data.fed.map((f, i) => `${f} → ${data.output[i]}`.length));
+    const crossX = 12 + labelWidth;
+    const selfX = crossX + T * cell + 24;
+    const cross = heatmap(svg, frame.colour, { x: crossX, y: 50, cell, rows: L, cols: T, rowLabels, colLabels: data.source, xTitle: "cross-attention to the source", numbers: cell >= 22 });
+    const selfMap = heatmap(svg, frame.colour, { x: selfX, y: 50, cell, rows: L, cols: L, colLabels: data.fed, xTitle: "causal self-attention" });
+    const barsX = selfX + L * cell + 60;
+    make("svg:text", { x: barsX - 40, y: 44, "font-size": 11 }, svg, "next token (orange: chosen)");
+    const V = data.vocabulary.length;
+    const barHeight = Math.min(14, (L * cell + 40) / V);
+    const barWidth = Math.max(60, 650 - barsX);
+    const probBars = data.vocabulary.map((word, k) => {
+      make("svg:text", { x: barsX - 4, y: 58 + k * barHeight + barHeight * 0.75, "text-anchor": "end", "font-size": Math.min(10, barHeight) }, svg, shorten(word, 6));
+      return make("svg:rect", { x: barsX, y: 50 + k * barHeight + 1, height: barHeight - 2, width: 0, fill: "#56b4e9" }, svg);
+    });
+    const note = make("svg:text", { x: 10, y: 90 + L * cell + 60, "font-size": 11, fill: "#7a5b00" }, svg, "");
+    built = { key: JSON.stringify([data.source, data.output]), heading, cross, selfMap, probBars, barWidth, note };
+    step.setRange(1, L);
+    layerMenu.fill(
+      data.num_layers === 1 ? [["0 (the model has one layer)", 0]] : Array.from({ length: data.num_layers }, (_, i) => [`layer ${i}`, i]),
+      Math.min(frame.view.layer, data.num_layers - 1),
+    );
+    headMenu.fill([["average of heads", -1], ...Array.from({ length: data.num_heads }, (_, h) => [`head ${h}`, h])], frame.view.head);
+    source.value = data.source.join(" ");
+  }
+
+  return function draw() {
+    const data = dataOf(model);
+    if (!built || built.key !== JSON.stringify([data.source, data.output])) build(data);
+    const v = frame.view;
+    const L = data.output.length;
+    const s = Math.min(Math.max(1, v.step), L);
+    const layer = Math.min(v.layer, data.num_layers - 1);
+    const headKey = v.head === -1 ? "average" : String(v.head);
+    const cross = data.cross[layer][headKey];
+    const selfRows = data.self[layer][headKey];
+    // Rows of steps not decoded yet stay empty, and so do their labels.
+    built.cross.set(cross.map((row, i) => (i < s ? row : null)));
+    built.selfMap.set(selfRows.map((row, i) => (i < s ? row.map((x, j) => (j <= i ? x : null)) : null)));
+    for (let i = 0; i < L; i += 1) built.cross.rowLabel(i, i < s ? `${data.fed[i]} → ${data.output[i]}` : "");
+    built.cross.mark(s - 1);
+    built.selfMap.mark(s - 1);
+    const probabilities = data.probabilities[s - 1];
+    const chosen = data.chosen[s - 1];
+    built.probBars.forEach((bar, k) => {
+      bar.setAttribute("width", probabilities[k] * built.barWidth);
+      bar.setAttribute("fill", k === chosen ? "#e69f00" : "#56b4e9");
+    });
+    built.heading.textContent = `step ${s} of ${L}: fed '${data.fed[s - 1]}', writes '${data.output[s - 1]}' (layer ${layer}, ${v.head === -1 ? "average of heads" : `head ${v.head}`})`;
+    built.note.textContent = data.stopped_at_limit
+      ? `Stopped after ${L} tokens, the most this decoder writes (max_len = ${L}), without writing EOS.`
+      : "";
+    step.set(s);
+    layerMenu.set(layer);
+    headMenu.set(v.head);
+  };
+}
+
+// The kernel's numbers, parsed once per new payload.
+const parsed = new WeakMap();
+function dataOf(model) {
+  const text = model.get("payload");
+  const cached = parsed.get(model);
+  if (cached && cached.text === text) return cached.data;
+  const data = JSON.parse(text);
+  parsed.set(model, { text, data });
+  return data;
+}
+
+const RENDERERS = {
+  attention: attentionExplorer,
+  key_value: keyValueExplorer,
+  soft_hard: softHardExplorer,
+  heads: headViewer,
+  positional: positionalExplorer,
+  decoding: decodingStepper,
+};
+
+let widgetCount = 0;
+
+function render({ model, el }) {
+  addStyle();
+  const live = !(typeof window !== "undefined" && window.__attentionBookStaticPage);
+  el.classList.add("ab-widget");
+  el.dataset.kind = model.get("kind");
+  el.dataset.frames = "0";
+  widgetCount += 1;
+  const frame = {
+    model, live, id: `ab-widget-${widgetCount}`, errors: {}, offline: [],
+    view: Object.assign({}, model.get("view")),
+    colour: makePalette(model.get("palette")),
+  };
+  make("div", { class: "ab-title" }, el, model.get("title"));
+  frame.controls = make("div", { class: "ab-controls" }, el);
+  frame.picture = make("div", { class: "ab-picture" }, el);
+  make("div", { class: "ab-stale-note" }, frame.picture, "stale: shows the last input that worked");
+  const footer = make("div", { class: "ab-footer" }, el);
+  const devices = model.get("devices");
+  let deviceMenu = null;
+  if (devices.length === 1) {
+    make("span", { class: "ab-device" }, footer, devices[0] === "cpu" ? "device: cpu; no GPU found" : `device: ${devices[0]}`);
+  } else {
+    const wrapper = make("span", { class: "ab-control" }, footer);
+    make("label", {}, wrapper, "device");
+    deviceMenu = make("select", { name: "device" }, wrapper);
+    for (const d of devices) make("option", { value: d }, deviceMenu, d);
+    deviceMenu.value = model.get("device_name");
+    if (!live) deviceMenu.disabled = true;
+    deviceMenu.addEventListener("change", () => {
+      model.set("device_name", deviceMenu.value);
+      model.save_changes();
+    });
+  }
+  const status = make("span", { class: "ab-status" }, footer, live ? model.get("status") : "");
+  const note = make("div", { class: "ab-note" }, el);
+
+  frame.send = function (name, value) {
+    frame.sentAt = performance.now();
+    model.set("inputs", Object.assign({}, model.get("inputs"), { [name]: value }));
+    model.save_changes();
+  };
+  let draw = null;
+  function redraw() {
+    draw();
+    el.dataset.frames = String(Number(el.dataset.frames) + 1);
+    el.dataset.drawnAt = String(performance.now());
+  }
+  frame.setView = function (patch) {
+    Object.assign(frame.view, patch);
+    redraw();
+    if (live) {
+      try {
+        model.set("view", Object.assign({}, frame.view));
+        model.save_changes();
+      } catch (error) {
+        /* no kernel to tell: the picture is already drawn */
+      }
+    }
+  };
+  draw = RENDERERS[model.get("kind")](frame);
+  function showError() {
+    const error = model.get("error") || {};
+    for (const [name, span] of Object.entries(frame.errors)) span.textContent = error.control === name ? `⚠ ${error.message}` : "";
+    frame.picture.classList.toggle("ab-stale", Boolean(error.message));
+    if (error.message && !frame.errors[error.control]) note.textContent = `⚠ ${error.message}`;
+  }
+  function showNote() {
+    note.textContent = frame.offline.length ? `On this page the numbers are fixed: open the chapter in Colab or Jupyter to ${frame.offline.join(" or ")}.` : "";
+  }
+  redraw();
+  showNote();
+  showError();
+  const onData = () => {
+    frame.view = Object.assign({}, frame.view, model.get("view"));
+    redraw();
+    showError();
+    if (frame.sentAt !== undefined) el.dataset.roundTripMs = String(performance.now() - frame.sentAt);
+  };
+  const onError = () => {
+    showError();
+    if (frame.sentAt !== undefined) el.dataset.roundTripMs = String(performance.now() - frame.sentAt);
+  };
+  const onStatus = () => {
+    status.textContent = model.get("status");
+  };
+  model.on("change:payload", onData);
+  model.on("change:error", onError);
+  model.on("change:status", onStatus);
+  return () => {
+    model.off("change:payload", onData);
+    model.off("change:error", onError);
+    model.off("change:status", onStatus);
+  };
+}
