@@ -75,6 +75,21 @@ def _copy_html_manager(destination: Path) -> None:
     (destination / "LICENSE.txt").write_bytes((source / "embed.js.LICENSE.txt").read_bytes())
 
 
+def _copy_anywidget(destination: Path) -> None:
+    """anywidget's front end as an AMD module (the attention_book widgets are anywidgets).
+
+    It comes with the anywidget Python package (installed by pyproject.toml, MIT licence),
+    which puts it where the classic notebook looks: <prefix>/share/jupyter/nbextensions.
+    tools/widgets_offline.js points RequireJS's "anywidget" at this copy, so the widget
+    manager never falls back to a CDN.
+    """
+    source = Path(sys.prefix) / "share" / "jupyter" / "nbextensions" / "anywidget" / "index.js"
+    if not source.is_file():
+        raise SystemExit(f"anywidget's front end is missing ({source}); run `make setup` (pip install -e .)")
+    destination.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, destination / "index.js")
+
+
 def vendor_assets() -> None:
     """(Re)create vendor/ from node_modules; fails with a hint when npm ci has not run."""
     needed = [
@@ -99,6 +114,7 @@ def vendor_assets() -> None:
     shutil.copy2(ROOT / "tools" / "widgets_offline.js", VENDOR / "widgets_offline.js")
     shutil.copy2(ROOT / "tools" / "sidebar_toggles.js", VENDOR / "sidebar_toggles.js")
     _copy_html_manager(VENDOR / "html-manager")
+    _copy_anywidget(VENDOR / "anywidget")
 
 
 def source_exists(entry: str) -> bool:

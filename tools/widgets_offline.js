@@ -10,7 +10,13 @@
  *    RequireJS's configuration: map every module the bundle defines onto the
  *    html-manager folder next to this file, where tools/build_book.py put the fonts.
  *
- * 2. MathJax. ipywidgets 8's manager typesets widget labels with MathJax 2's API,
+ * 2. The book's own widgets (attention_book.widgets) are anywidgets: RequireJS finds
+ *    anywidget's front end in the anywidget/ folder next to this file (copied there by
+ *    tools/build_book.py), never on a CDN. The page has no kernel, which the widgets
+ *    read from window.__attentionBookStaticPage: controls that would need the model are
+ *    shown disabled, with a note.
+ *
+ * 3. MathJax. ipywidgets 8's manager typesets widget labels with MathJax 2's API,
  *    MathJax.Hub.Queue(["Typeset", MathJax.Hub, element]); the site serves MathJax 3,
  *    which has no MathJax.Hub, so each widget view would throw while rendering. Give
  *    whichever object is window.MathJax (Sphinx's configuration first, then MathJax 3
@@ -28,8 +34,10 @@
         paths["@jupyter-widgets/" + name] = folder + name.split("/").pop();
       }
     );
+    paths.anywidget = new URL("anywidget/index", here).href;
     window.require = { paths: paths };
   }
+  window.__attentionBookStaticPage = true;
 
   function typeset(element) {
     var mathjax = window.MathJax;

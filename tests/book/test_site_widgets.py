@@ -1,0 +1,140 @@
+"""The widgets on the built website (issue 20): drawn from the state each chapter saved, with
+every presentation-only control working in headless Chromium with the network off, opened
+from file:// (no server), and the controls that need a kernel disabled with a note."""
+
+from __future__ import annotations
+
+import pytest
+
+# Each widget kind, the chapters that show it, and its presentation-only controls: sliders
+# (input[type=range]), menus (select) and buttons, by name. Moving each must redraw.
+PRESENTATION_CONTROLS = {
+    "attention": ["temperature", "query", "causal", "scaled"],
+    "key_value": ["query_1"],
+    "soft_hard": ["beta"],
+    "heads": ["head", "layer"],
+    "positional": ["length", "measure"],
+    "decoding": ["back", "step", "head"],
+}
+MODEL_BOUND = {"attention": ["sentence"], "key_value": ["query"], "soft_hard": ["scores"], "heads": ["sentence"],
+               "positional": ["d_model", "base"], "decoding": ["source"]}
+CHAPTER_WIDGETS = {
+    "01_attention_math": "attention",
+    "02_key_value_store": "key_value",
+    "03_soft_vs_hard": "soft_hard",
+    "04_multi_head": "heads",
+    "05_positional_encoding": "positional",
+    "06_encoder_decoder": "decoding",
+    "07_transfer_learning": "heads",
+}
+
+# Runs in the page: waits for the widgets, then moves each named control of each widget and
+# reports whether the picture (the SVG's markup) changed and a new frame was drawn.
+POKE_SCRIPT = r"""
+const done = arguments[arguments.length - 1];
+const controls = arguments[0];
+const start = Date.now();
+function wait() {
+  const views = document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]').length;
+  const drawn = document.querySelectorAll('.ab-widget[data-frames]').length;
+  if ((drawn && drawn >= document.querySelectorAll('.ab-widget').length && Date.now() - start > 500) || Date.now() - start > 30000) {
+    run();
+  } else {
+    setTimeout(wait, 100);
+  }
+}
+function poke(widget, name) {
+  const element = widget.querySelector(`[name="${name}"]`);
+  if (!element) return "missing";
+  if (element.tagName === "BUTTON") {
+    element.click();
+  } else if (element.type === "range") {
+    const min = Number(element.min), max = Number(element.max), now = Number(element.value);
+    element.value = now === min ? max : min;
+    element.dispatchEvent(new Event("input", { bubbles: true }));
+    element.dispatchEvent(new Event("change", { bubbles: true }));
+  } else if (element.type === "checkbox") {
+    element.click();
+  } else if (element.tagName === "SELECT") {
+    element.selectedIndex = (element.selectedIndex + 1) % element.options.length;
+    element.dispatchEvent(new Event("change", { bubbles: true }));
+  } else {
+    return "not a presentation control";
+  }
+  return "moved";
+}
+function run() {
+  const report = [];
+  for (const widget of document.querySelectorAll('.ab-widget')) {
+    const kind = widget.dataset.kind;
+    const entry = { kind, controls: {}, disabled: {}, note: (widget.querySelector('.ab-note') || {}).textContent || "" };
+    for (const name of (controls.presentation[kind] || [])) {
+      const before = widget.querySelector('.ab-picture svg').innerHTML;
+      const frames = Number(widget.dataset.frames);
+      const outcome = poke(widget, name);
+      const after = widget.querySelector('.ab-picture svg').innerHTML;
+      entry.controls[name] = { outcome, changed: before !== after, frames: Number(widget.dataset.frames) - frames };
+    }
+    for (const name of (controls.bound[kind] || [])) {
+      const element = widget.querySelector(`[name="${name}"]`);
+      entry.disabled[name] = element ? element.disabled : "missing";
+    }
+    report.push(entry);
+  }
+  done(report);
+}
+wait();
+"""
+
+
+def poke_widgets(driver, url: str) -> list[dict]:
+    """Open ``url`` and move every presentation-only control of every widget on it."""
+    driver.get(url)
+    return driver.execute_async_script(POKE_SCRIPT, {"presentation": PRESENTATION_CONTROLS, "bound": MODEL_BOUND})
+
+
+def problems_of(report: list[dict], page: str, expected_kind: str) -> list[str]:
+    problems = []
+    kinds = [entry["kind"] for entry in report]
+    if expected_kind not in kinds:
+        problems.append(f"{page}: no {expected_kind} widget drawn (found {kinds})")
+    for entry in report:
+        for name, result in entry["controls"].items():
+            if result["outcome"] == "missing" and name == "layer":
+                continue  # a one-layer model shows its layer as a label, not a menu
+            if result["outcome"] != "moved" or not result["changed"] or result["frames"] < 1:
+                problems.append(f"{page}: {entry['kind']} widget, control {name!r}: {result}")
+        for name, disabled in entry["disabled"].items():
+            if disabled is not True:
+                problems.append(f"{page}: {entry['kind']} widget, model-bound control {name!r} is not disabled ({disabled})")
+        if entry["disabled"] and "open the chapter in Colab" not in entry["note"]:
+            problems.append(f"{page}: {entry['kind']} widget has no note saying where its disabled controls work")
+    return problems
+
+
+def test_every_widget_responds_on_the_static_site_from_file_urls_with_the_network_off(site, browser):
+    problems = []
+    for chapter, kind in CHAPTER_WIDGETS.items():
+        page = site / "notebooks" / f"{chapter}.html"
+        if not page.is_file():
+            problems.append(f"{page.name} was not built")
+            continue
+        problems += problems_of(poke_widgets(browser, page.as_uri()), page.name, kind)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_site_serves_anywidget_and_marks_itself_as_having_no_kernel(site):
+    assert (site / "_static" / "anywidget" / "index.js").is_file()
+    offline = (site / "_static" / "widgets_offline.js").read_text()
+    assert "paths.anywidget" in offline and "__attentionBookStaticPage = true" in offline
+
+
+@pytest.mark.parametrize("report, expected", [
+    ([{"kind": "heads", "controls": {"head": {"outcome": "moved", "changed": False, "frames": 1}}, "disabled": {}, "note": ""}], 1),
+    ([{"kind": "heads", "controls": {"head": {"outcome": "moved", "changed": True, "frames": 1}},
+       "disabled": {"sentence": False}, "note": ""}], 2),
+    ([{"kind": "heads", "controls": {"head": {"outcome": "moved", "changed": True, "frames": 1}},
+       "disabled": {"sentence": True}, "note": "open the chapter in Colab or Jupyter"}], 0),
+])
+def test_the_check_reports_a_picture_that_did_not_change_and_an_enabled_sentence_box(report, expected):
+    assert len(problems_of(report, "page", "heads")) == expected
