@@ -15,18 +15,26 @@ the test suite runs every one of them through :func:`check`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import math
 import pkgutil
+import sysconfig
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
 
-PASS_MARK = "✅"
-FAIL_MARK = "❌"
+# Plain marks from DejaVu Sans (U+2713 CHECK MARK, U+2717 BALLOT X): they render without an
+# emoji font, where ✅ and ❌ show as empty boxes (Chromium on Linux).
+PASS_MARK = "✓"
+FAIL_MARK = "✗"
 NOT_IMPLEMENTED = "not implemented yet"
+# What the last resort of :func:`diagnose` says; a named mistake never contains it.
+GENERIC = "differs from the reference"
 
 
 class ExerciseFailure(Exception):
@@ -132,9 +140,9 @@ class CheckResult:
 def check(exercise_id: str, answer: Any) -> CheckResult:
     """Check ``answer`` for an exercise; print one line saying whether it passed and why not.
 
-    Never raises: an answer that crashes gets a line naming the error and where it happened.
-    Returns a :class:`CheckResult`, true when the answer passed; a notebook shows nothing
-    for it (the printed line says it all), so a check cell shows exactly one line.
+    Never raises: an answer that crashes gets a line naming the student's line that raised and
+    the likely cause. Returns a :class:`CheckResult`, true when the answer passed; a notebook
+    shows nothing for it (the printed line says it all), so a check cell shows exactly one line.
     """
     try:
         exercise = get(exercise_id)
@@ -142,27 +150,114 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
         print(f"{FAIL_MARK} {error.args[0]}")
         return CheckResult(False)
     label = f"Exercise {exercise.id} ({exercise.title})"
+    _VIEW_FALLBACKS.clear()
     try:
         with torch.random.fork_rng(devices=[]):
             exercise.checker(answer)
+        if _VIEW_FALLBACKS:
+            raise ExerciseFailure(_VIEW_FALLBACKS[0] + " With reshape your answer is right: " + VIEW_HINT)
     except ExerciseFailure as failure:
         RESULTS[exercise.id] = False
-        print(f"{FAIL_MARK} {label}: {_one_line(str(failure))}")
+        message = str(failure)
+        if _VIEW_FALLBACKS and "With reshape your answer is right" not in message:
+            message = f"{_VIEW_FALLBACKS[0]} Run with reshape instead, {message}"
+        print(_one_line(f"{FAIL_MARK} {label}: {message}"))
         return CheckResult(False)
     except NotImplementedError:
         RESULTS[exercise.id] = False
         print(f"{FAIL_MARK} {label}: {NOT_IMPLEMENTED}. Replace the `raise NotImplementedError` with your code.")
         return CheckResult(False)
-    except Exception as error:  # the student's code crashed: name it, never raise
+    except Exception as error:  # the student's code crashed: name its line and the likely cause, never raise
         RESULTS[exercise.id] = False
-        frame = traceback.extract_tb(error.__traceback__)[-1]
-        where = f"line {frame.lineno} of {frame.name}()" if frame else "your code"
-        message = _one_line(str(error).strip().splitlines()[0]) if str(error).strip() else ""
-        print(_one_line(f"{FAIL_MARK} {label}: your code raised {type(error).__name__} at {where}: {message}")[:400])
+        print(_one_line(f"{FAIL_MARK} {label}: {describe_exception(error)}")[:600])
         return CheckResult(False)
+    finally:
+        _VIEW_FALLBACKS.clear()
     RESULTS[exercise.id] = True
     print(f"{PASS_MARK} {label}: passed.")
     return CheckResult(True)
+
+
+# ---------------------------------------------------------------------------------
+# Exceptions from the student's code: one line, the student's line, the likely cause
+
+_PACKAGE_DIR = str(Path(__file__).resolve().parents[1])  # .../attention_book
+_LIBRARY_DIRS = tuple(
+    str(Path(path).resolve())
+    for path in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+) + (str(Path(torch.__file__).resolve().parent),)
+
+# (what the error message contains, the likely cause): the first match wins.
+LIKELY_CAUSES: list[tuple[str, str]] = [
+    ("view size is not compatible", "view() needs the numbers in memory order; after transpose/permute/chunk use "
+     "reshape() (or .contiguous().view())"),
+    ("cannot be multiplied", "a matrix product whose inner sizes do not match: check which operand needs .T "
+     "(or .transpose(-2, -1)) and the shapes of the weight matrices"),
+    ("must match the size of tensor", "two tensors whose shapes do not broadcast: line up their axes "
+     "(add one with [:, None] or unsqueeze, or transpose)"),
+    ("is invalid for input of size", "a reshape/view to a shape with a different number of elements: "
+     "check the sizes you pass (e.g. d_model // num_heads)"),
+    ("dimension out of range", "an axis that this tensor does not have: count its dimensions (x.dim()) "
+     "and use negative axes (-1 = last) where the batch axes vary"),
+    ("expected scalar type", "two tensors of different dtypes: convert with .to(other.dtype) or .float()"),
+    ("dtype", "a tensor of the wrong dtype: masks are torch.bool, token ids torch.long, the rest float"),
+    ("does not require grad", "a tensor cut off from autograd (.detach(), .item(), numpy, torch.no_grad())"),
+    ("positional argument", "your function takes other arguments than the exercise asks for: compare its "
+     "signature with the one in the task"),
+    ("unexpected keyword argument", "your function takes other arguments than the exercise asks for: compare its "
+     "signature with the one in the task"),
+    ("not callable", "a value used as a function: did you overwrite a function's name with a tensor?"),
+    ("index", "an index past the end of an axis: check the ranges of your loops and slices (positions run from "
+     "0 to T - 1)"),
+    ("out of bounds", "an index past the end of an axis: check the ranges of your loops and slices"),
+    ("is not defined", "a name that does not exist in your function: a typo, or a variable from another cell"),
+    ("has no attribute", "an attribute that this object does not have: check its type (print(type(x)))"),
+    ("division by zero", "a division by zero: a count that can be 0 (e.g. a row with no real tokens)"),
+]
+
+
+def _student_frame(error: BaseException):
+    """The deepest traceback frame in the student's code: not in this package, torch or the stdlib."""
+    frames = traceback.extract_tb(error.__traceback__)
+    for frame in reversed(frames):
+        filename = str(Path(frame.filename).resolve()) if not frame.filename.startswith("<") else frame.filename
+        if filename.startswith(_PACKAGE_DIR) or filename.startswith(_LIBRARY_DIRS):
+            continue
+        return frame
+    return None
+
+
+def _where(frame) -> str:
+    if frame is None:
+        return "inside a library call (no line of your code is on the stack)"
+    filename = frame.filename
+    in_cell = "ipykernel" in filename or filename.startswith("<ipython-input") or filename.startswith("<cell")
+    place = "of your cell" if in_cell else f"of {Path(filename).name}"
+    code = f" `{frame.line.strip()[:80]}`" if frame.line and frame.line.strip() else ""
+    return f"in {frame.name}(), line {frame.lineno} {place}{code}"
+
+
+def likely_cause(error: BaseException) -> str | None:
+    """The likely cause of an exception from the student's code, from its type and message."""
+    text = str(error).lower()
+    for fragment, cause in LIKELY_CAUSES:
+        if fragment in text:
+            return cause
+    if isinstance(error, ZeroDivisionError):
+        return "a division by zero: a count that can be 0 (e.g. a row with no real tokens)"
+    if isinstance(error, (IndexError, KeyError)):
+        return "an index or key that does not exist: check the ranges of your loops and slices"
+    return None
+
+
+def describe_exception(error: BaseException) -> str:
+    """One line: the error, the student's line that raised it, and its likely cause."""
+    message = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+    line = f"your code raised {type(error).__name__} {_where(_student_frame(error))}"
+    if message:
+        line += f": {message}"
+    cause = likely_cause(error)
+    return f"{line}. Likely cause: {cause}" if cause else line
 
 
 def _one_line(text: str) -> str:
@@ -207,9 +302,9 @@ def diagnose_weights(weights, expected, what: str, known_mistakes: dict) -> None
     try:
         diagnose(weights, expected, what, known_mistakes=known_mistakes)
     except ExerciseFailure as failure:
-        if "differs from the reference" in str(failure):
-            sums = weights.sum(dim=-1)
-            if not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
+        if GENERIC in str(failure):
+            sums = torch.as_tensor(weights).detach().to(expected.dtype).sum(dim=-1)
+            if torch.isfinite(sums).all() and not torch.allclose(sums, torch.ones_like(sums), atol=1e-4):
                 raise ExerciseFailure(
                     f"{what} is wrong: its rows should each sum to 1 (a softmax over the last axis, the keys), "
                     f"but one sums to {sums.flatten()[(sums - 1).abs().flatten().argmax()]:.3f}"
@@ -227,43 +322,292 @@ def random_generator(seed: int | None = None) -> torch.Generator:
     return generator
 
 
+# A student's view() that fails on a non-contiguous tensor is re-run with reshape in its place,
+# so that the mistake behind it (a missing transpose, say) gets the hint a reshape version gets.
+_VIEW_FALLBACKS: list[str] = []
+VIEW_HINT = (
+    "view() only works when the numbers already lie in memory in the new order; after transpose, permute or "
+    "chunk use reshape() (or .contiguous().view())"
+)
+
+
+@contextlib.contextmanager
+def _view_as_reshape():
+    original = torch.Tensor.view
+
+    def view(self, *shape, **kwargs):
+        if kwargs or (len(shape) == 1 and isinstance(shape[0], torch.dtype)):
+            return original(self, *shape, **kwargs)
+        return self.reshape(*shape)
+
+    torch.Tensor.view = view
+    try:
+        yield
+    finally:
+        torch.Tensor.view = original
+
+
 def call(answer: Callable, *args, what: str = "your function", **kwargs):
-    """Call the student's answer; a NotImplementedError passes through, other errors become failures."""
+    """Call the student's answer; a NotImplementedError passes through, other errors reach check().
+
+    A ``view()`` that fails because its tensor is not contiguous is run again with ``reshape`` in
+    its place (the failure is remembered and reported by :func:`check`), so the checker can still
+    name the mistake behind it.
+    """
     if not callable(answer):
         raise ExerciseFailure(f"expected a function or class, but got {type(answer).__name__}")
-    return answer(*args, **kwargs)
+    try:
+        return answer(*args, **kwargs)
+    except RuntimeError as error:
+        if "view size is not compatible" not in str(error):
+            raise
+        frame = _student_frame(error)
+        note = f"view() raised RuntimeError {_where(frame)} (the tensor is not contiguous)."
+        with _view_as_reshape():
+            result = answer(*args, **kwargs)
+        if note not in _VIEW_FALLBACKS:
+            _VIEW_FALLBACKS.append(note)
+        return result
 
 
-def require_tensor_like(got: Any, expected: torch.Tensor, what: str) -> torch.Tensor:
-    """Check ``got`` is a tensor with the expected shape; returns it as float tensor."""
+def _describe_type(got: Any) -> str:
+    if isinstance(got, (tuple, list)):
+        inner = ", ".join(
+            f"a tensor of shape {tuple(item.shape)}" if isinstance(item, torch.Tensor) else type(item).__name__
+            for item in got[:4]
+        )
+        return f"a {type(got).__name__} of {len(got)} ({inner})"
+    if type(got).__module__ == "numpy":
+        return f"a numpy {type(got).__name__} (use torch operations, or torch.from_numpy)"
+    return f"a {type(got).__name__}"
+
+
+def require_tensor_like(got: Any, expected: torch.Tensor, what: str, known_mistakes: dict | None = None) -> torch.Tensor:
+    """Check ``got`` is a tensor with the expected shape; returns it detached, in the expected dtype.
+
+    A wrong shape is explained: by a known mistake of that shape, or by how the shapes relate
+    (axes swapped, an axis too many or too few, one axis of the wrong size).
+    """
     if not isinstance(got, torch.Tensor):
-        raise ExerciseFailure(f"{what} should be a torch.Tensor of shape {tuple(expected.shape)}, but is a {type(got).__name__}")
+        raise ExerciseFailure(f"{what} should be a torch.Tensor of shape {tuple(expected.shape)}, but is {_describe_type(got)}")
     if tuple(got.shape) != tuple(expected.shape):
-        raise ExerciseFailure(f"{what} has shape {tuple(got.shape)} but should have shape {tuple(expected.shape)}")
+        for hint, wrong in (known_mistakes or {}).items():
+            if isinstance(wrong, torch.Tensor) and wrong.shape == got.shape and _close(got, wrong, 1e-5, 1e-4):
+                raise ExerciseFailure(f"{what} is wrong: {hint}")
+        raise ExerciseFailure(f"{what} has shape {tuple(got.shape)} but should have shape {tuple(expected.shape)}{_shape_hint(tuple(got.shape), tuple(expected.shape))}")
+    if got.is_complex() and not expected.is_complex():
+        raise ExerciseFailure(f"{what} has the complex dtype {got.dtype}; it should be real ({expected.dtype})")
     return got.detach().to(expected.dtype)
 
 
+def _shape_hint(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
+    """Why two shapes differ, in words a student can act on ('' when nothing specific fits)."""
+    if sorted(got) == sorted(expected) and len(got) == len(expected):
+        return ": the same sizes in another order, so some axes are swapped (transpose or permute them)"
+    if len(got) == len(expected) + 1 and 1 in got:
+        return ": an extra axis of size 1 (squeeze it, or use keepdim=False)"
+    if len(got) + 1 == len(expected) and 1 in expected:
+        return ": an axis of size 1 is missing (unsqueeze it, or keepdim=True)"
+    if len(got) + 1 == len(expected):
+        missing = [size for size in expected if list(expected).count(size) != list(got).count(size)]
+        return f": an axis{f' (size {missing[0]})' if missing else ''} is missing; did you sum or average over an axis that should stay?"
+    if len(got) == len(expected):
+        wrong = [index for index, (g, e) in enumerate(zip(got, expected)) if g != e]
+        if len(wrong) == 1:
+            axis = wrong[0]
+            return (
+                f": axis {axis} has size {got[axis]} instead of {expected[axis]}"
+                + ("; sizes that appear elsewhere in the inputs hint at the wrong axis in a sum, mean or product" if got[axis] in expected else "")
+            )
+    return ""
+
+
+def _close(got: torch.Tensor, wanted: torch.Tensor, atol: float, rtol: float) -> bool:
+    wanted = wanted.to(got.dtype) if wanted.dtype != got.dtype else wanted
+    return bool(torch.allclose(got, wanted, atol=atol, rtol=rtol, equal_nan=True))
+
+
+def _distance(got: torch.Tensor, wanted: torch.Tensor) -> float:
+    """Largest difference relative to the size of ``wanted`` (inf where one is nan and the other not)."""
+    wanted = wanted.to(got.dtype)
+    if (torch.isnan(got) != torch.isnan(wanted)).any():
+        return math.inf
+    difference = (got - wanted).nan_to_num(0.0, posinf=0.0, neginf=0.0).abs().max().item() if got.numel() else 0.0
+    return difference / (wanted.nan_to_num(0.0, posinf=0.0, neginf=0.0).abs().max().item() + 1e-6)
+
+
+def _index(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        index.append(flat % size)
+        flat //= size
+    return tuple(reversed(index))
+
+
+def _factor_name(factor: float) -> str:
+    """'2.83 = sqrt(8)' style names for a constant factor between an answer and the reference."""
+    for candidate, name in ((factor, ""), (1.0 / factor if factor else 0.0, "1/")):
+        if candidate <= 0:
+            continue
+        for n in range(2, 1025):
+            if abs(candidate - math.sqrt(n)) < 1e-3 * math.sqrt(n) and not float(math.sqrt(n)).is_integer():
+                return f"{factor:.4g} = {name}sqrt({n})"
+            if abs(candidate - n) < 1e-4 * n:
+                return f"{factor:.4g} = {name}{n}"
+    return f"{factor:.4g}"
+
+
 def diagnose(
-    got: torch.Tensor,
+    got: Any,
     expected: torch.Tensor,
     what: str,
-    known_mistakes: dict[str, torch.Tensor] | None = None,
+    known_mistakes: dict[str, torch.Tensor | None] | None = None,
     atol: float = 1e-5,
     rtol: float = 1e-4,
 ) -> None:
-    """Pass if ``got`` matches ``expected``; otherwise name the first known mistake it matches.
+    """Pass if ``got`` matches ``expected``; otherwise say what is wrong, as specifically as possible.
 
-    ``known_mistakes`` maps a hint (e.g. "you forgot to divide the scores by sqrt(d_k)")
-    to what that mistake would have produced on the same inputs.
+    In order: a wrong type or shape (explained, see :func:`require_tensor_like`); nan or inf where
+    the reference is finite; a known mistake that ``got`` equals (``known_mistakes`` maps a hint to
+    what that mistake produces on the same inputs); a known mistake ``got`` is far closer to than to
+    the reference (a variant computed a little differently, e.g. -1e9 instead of -inf); generic
+    relations (transposed, negated, a constant factor, the right numbers in the wrong places); and
+    last, where and how much it differs (the first differing index, expected against got).
     """
-    got = require_tensor_like(got, expected, what)
-    if torch.allclose(got, expected, atol=atol, rtol=rtol):
+    known = {hint: wrong for hint, wrong in (known_mistakes or {}).items() if isinstance(wrong, torch.Tensor)}
+    original_dtype = got.dtype if isinstance(got, torch.Tensor) else None
+    got = require_tensor_like(got, expected, what, known)
+    if _close(got, expected, atol, rtol):
         return
-    for hint, wrong in (known_mistakes or {}).items():
-        if wrong is not None and wrong.shape == got.shape and torch.allclose(got, wrong.to(got.dtype), atol=atol, rtol=rtol):
+    for hint, wrong in known.items():
+        if wrong.shape == got.shape and _close(got, wrong, atol, rtol):
             raise ExerciseFailure(f"{what} is wrong: {hint}")
-    difference = (got - expected).abs().max().item()
-    raise ExerciseFailure(
-        f"{what} differs from the reference by up to {difference:.3g} on random inputs; "
-        "compare your steps with the equations above the exercise"
+    finite = torch.isfinite(expected)
+    if (~torch.isfinite(got) & finite).any():
+        bad = int((~torch.isfinite(got) & finite).flatten().nonzero()[0])
+        kind = "nan" if torch.isnan(got.flatten()[bad]) else "inf"
+        raise ExerciseFailure(
+            f"{what} contains {kind} (first at index {_index(bad, tuple(got.shape))}) where the reference is finite: "
+            "exp() of large scores overflows (subtract each row's maximum before exp, or use torch.softmax), "
+            "and a row whose every score is -inf gives 0/0"
+        )
+    reference_distance = _distance(got, expected)
+    distances = {hint: _distance(got, wrong) for hint, wrong in known.items() if wrong.shape == got.shape}
+    if distances:
+        hint, nearest = min(distances.items(), key=lambda item: item[1])
+        if nearest < 0.05 and nearest < 0.1 * reference_distance:
+            raise ExerciseFailure(f"{what} is wrong: {hint}")
+    raise ExerciseFailure(_generic_difference(got, expected, what, original_dtype, atol, rtol))
+
+
+def _generic_difference(got, expected, what, original_dtype, atol, rtol) -> str:
+    """The last resort: how ``got`` relates to ``expected``, or where and how much it differs."""
+    shape = tuple(got.shape)
+    if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-2, -1), atol, rtol):
+        return f"{what} is the reference transposed (its last two axes swapped): swap the order of your product, or transpose"
+    if _close(got, -expected, atol, rtol):
+        return f"{what} has the right size but the opposite sign everywhere: a minus sign too many (or too few)"
+    mask = expected.abs() > 1e-3
+    if mask.sum() >= 2:
+        ratios = got[mask] / expected[mask]
+        factor = ratios.median().item()
+        if math.isfinite(factor) and abs(factor - 1) > 1e-3 and _close(got, factor * expected, atol, rtol):
+            return (
+                f"{what} is the reference times {_factor_name(factor)} everywhere: a scale factor is missing, "
+                "applied twice or the wrong one"
+            )
+    for axis in range(got.dim()):
+        if got.shape[axis] > 1 and _close(got.sort(dim=axis).values, expected.sort(dim=axis).values, atol, rtol):
+            return (
+                f"{what} holds the right numbers in the wrong places along axis {axis} (size {got.shape[axis]}): "
+                "an index, a shift or an order is off"
+            )
+    difference = (got - expected).abs()
+    wrong = difference > atol + rtol * expected.abs()
+    count = int(wrong.sum())
+    first = int(wrong.flatten().nonzero()[0]) if count else int(difference.flatten().argmax())
+    worst = int(difference.flatten().argmax())
+    dtype_note = f"; your dtype {original_dtype} also differs from {expected.dtype}" if original_dtype not in (None, expected.dtype) else ""
+    return (
+        f"{what} {GENERIC}: the shape {shape} is right but {count} of {got.numel()} values differ; the first at "
+        f"index {_index(first, shape)}: expected {expected.flatten()[first].item():.4g}, got {got.flatten()[first].item():.4g} "
+        f"(largest difference {difference.flatten()[worst].item():.3g} at {_index(worst, shape)}){dtype_note}. "
+        "Compare your steps with the equations above the exercise"
     )
+
+
+# ---------------------------------------------------------------------------------
+# Families of plausible wrong answers, computed from the reference on the same inputs
+
+WRONG_AXIS = "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1"
+UNSCALED = "you forgot to divide the scores by sqrt(d_k)"
+SCALED_BY_D_K = "divide the scores by sqrt(d_k), not by d_k"
+SCALED_BY_SQRT_T = "divide the scores by sqrt(d_k), the size of a query and key, not by sqrt(T), the number of keys"
+SCALE_MULTIPLIED = "you multiplied the scores by sqrt(d_k); divide them by it"
+SCORES_AS_WEIGHTS = "these are the scores, not the weights: return A = softmax(S) (each row sums to 1)"
+WEIGHTS_AS_OUTPUT = "you returned the weights A where the output H = A V belongs"
+KEYS_AS_VALUES = "you averaged the keys: the output is A times the VALUES, H = A V"
+MASK_IGNORED = "the mask is ignored: set the scores where the mask is False to -inf BEFORE the softmax"
+MASK_INVERTED = "the mask is inverted: True means 'may attend', so fill the scores where the mask is False"
+MASK_AFTER_SOFTMAX = (
+    "the mask was applied after the softmax: the remaining weights no longer sum to 1. "
+    "Fill the scores with -inf before the softmax instead"
+)
+MASK_TRANSPOSED = (
+    "the mask is transposed (for a causal mask: the upper triangle instead of the lower): row i is query i "
+    "and may look at the keys j where mask[i, j] is True"
+)
+MASK_NO_DIAGONAL = "the diagonal is excluded from the mask: a token may attend to itself (j = i), so keep the diagonal"
+
+
+def attention_variants(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor | None = None) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Plausible wrong versions of ``softmax(Q K^T / sqrt(d_k)) V``: hint -> (H, A) on these inputs.
+
+    Computed in float64 from the inputs, so a checker can name the mistake an answer made: the
+    wrong softmax axis, a wrong scale (none, d_k, sqrt(T), multiplied), scores returned as weights,
+    the keys averaged, and (with a mask) the mask ignored, inverted, applied after the softmax,
+    transposed or without its diagonal. Variants that coincide with the right answer on these
+    inputs are left out.
+    """
+    Q64, K64, V64 = Q.double(), K.double(), V.double()
+    d_k, T_k = Q.shape[-1], K.shape[-2]
+    raw = Q64 @ K64.transpose(-2, -1)  # (..., T_q, T_k)
+
+    def attend(divisor=math.sqrt(d_k), dim=-1, keep=mask, after=False, values=V64):
+        S = raw / divisor
+        if keep is not None and not after:
+            S = S.masked_fill(~keep, float("-inf"))
+        A = torch.softmax(S, dim=dim).nan_to_num(0.0)
+        if keep is not None and after:
+            A = A.masked_fill(~keep, 0.0)
+        return A @ values, A
+
+    H, A = attend()
+    variants = {
+        WRONG_AXIS: attend(dim=-2),
+        UNSCALED: attend(divisor=1.0),
+        SCALED_BY_D_K: attend(divisor=float(d_k)),
+        SCALED_BY_SQRT_T: attend(divisor=math.sqrt(T_k)),
+        SCALE_MULTIPLIED: attend(divisor=1.0 / math.sqrt(d_k)),
+    }
+    S = raw / math.sqrt(d_k)
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    variants[SCORES_AS_WEIGHTS] = (H, S)
+    if K.shape[-1] == V.shape[-1]:
+        variants[KEYS_AS_VALUES] = attend(values=K64)
+    if mask is not None:
+        full = mask.expand(A.shape)
+        variants[MASK_IGNORED] = attend(keep=None)
+        variants[MASK_INVERTED] = attend(keep=~full)
+        variants[MASK_AFTER_SOFTMAX] = attend(after=True)
+        if full.shape[-1] == full.shape[-2]:
+            variants[MASK_TRANSPOSED] = attend(keep=full.transpose(-2, -1))
+            eye = torch.eye(full.shape[-1], dtype=torch.bool)
+            if (full & eye).any() and (full & ~eye).any(dim=-1).all():
+                variants[MASK_NO_DIAGONAL] = attend(keep=full & ~eye)
+    return {
+        hint: (h.to(Q.dtype), a.to(Q.dtype))
+        for hint, (h, a) in variants.items()
+        if not (torch.allclose(a, A, atol=1e-5, equal_nan=True) and torch.allclose(h, H, atol=1e-5))
+    }
