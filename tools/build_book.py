@@ -8,7 +8,8 @@ Three steps:
 2. Write an effective table of contents: ``_toc.yml`` minus chapters whose notebook does
    not exist yet, so the book builds while it is being written.
 3. Run ``jupyter-book build`` with Sphinx warnings as errors; notebooks execute with the
-   cache in ``BUILD_DIR/.jupyter_cache``.
+   cache in ``BUILD_DIR/.jupyter_cache``, in kernels that stamp each figure's PNG with the
+   size of its smallest text (tools/figure_audit.py; the legibility test reads it).
 
 It prints the path of ``BUILD_DIR/html/index.html`` and how long the build took, and
 exits non-zero if anything failed.
@@ -17,6 +18,7 @@ exits non-zero if anything failed.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -25,6 +27,9 @@ import time
 from pathlib import Path
 
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import figure_audit  # noqa: E402  (tools/figure_audit.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_MODULES = ROOT / "node_modules"
@@ -113,6 +118,8 @@ def vendor_assets() -> None:
     shutil.copy2(NODE_MODULES / "requirejs" / "require.js", VENDOR / "require.js")
     shutil.copy2(ROOT / "tools" / "widgets_offline.js", VENDOR / "widgets_offline.js")
     shutil.copy2(ROOT / "tools" / "sidebar_toggles.js", VENDOR / "sidebar_toggles.js")
+    for own in ("figure_links.js", "site.css"):  # the book's own few lines of JS and CSS
+        shutil.copy2(ROOT / "tools" / own, VENDOR / own)
     _copy_html_manager(VENDOR / "html-manager")
     _copy_anywidget(VENDOR / "anywidget")
 
@@ -190,7 +197,10 @@ def build(build_dir: Path, *, builder: str = "html") -> float:
         "--warningiserror",
         "--keep-going",
     ]
-    completed = subprocess.run(command, cwd=ROOT)
+    # The chapters' kernels stamp each figure's PNG with its smallest text size (read by the
+    # legibility test, tests/book/test_site_figures.py); see tools/figure_audit.py.
+    environment = {**os.environ, "IPYTHONDIR": str(figure_audit.ipython_dir(build_dir / "ipython"))}
+    completed = subprocess.run(command, cwd=ROOT, env=environment)
     if completed.returncode != 0:
         raise SystemExit(f"jupyter-book build failed (exit code {completed.returncode})")
     return time.perf_counter() - start

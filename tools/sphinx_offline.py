@@ -10,7 +10,8 @@ On every HTML page it
 * warns (an error, as the build runs with warnings as errors) if a page would load a
   script or stylesheet from another host;
 * loads ``sidebar_toggles.js`` (tools/, copied to vendor/ by build_book.py), which makes
-  the themes' duplicate sidebar toggles work on phones;
+  the themes' duplicate sidebar toggles work on phones, ``figure_links.js``, which lets a
+  reader open any figure at full size, and ``site.css`` (one search box);
 * removes the exercise generator's ``# BEGIN SOLUTION`` / ``# END SOLUTION`` lines from
   the code a reader sees. The chapters keep them (tools/generate_exercises.py reads them);
   the website does not show them. (nbval's instructions are cell tags, so no code line
@@ -91,6 +92,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("doctree-resolved", hide_scaffolding)
     # Our fix for the themes' sidebar toggles (tools/sidebar_toggles.js, copied to vendor/).
     app.add_js_file("sidebar_toggles.js", loading_method="defer")
+    # Figures open at full size on a click; one search box (tools/figure_links.js, tools/site.css).
+    app.add_js_file("figure_links.js", loading_method="defer")
+    app.add_css_file("site.css")
     # After every other handler (myst-nb adds the widget scripts at the default 500).
     app.connect("html-page-context", clean_page_assets, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

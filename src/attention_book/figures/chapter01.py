@@ -83,7 +83,7 @@ def plot_saturation(dims, saturated_unscaled, saturated_scaled, slope_unscaled, 
     the band their range. Unscaled scores in one colour, scaled by 1/sqrt(d_k) in another.
     The slope is drawn on a log scale, since unscaled it falls by orders of magnitude.
     """
-    figure, (left, right) = plt.subplots(1, 2, figsize=(9.0, 3.4), layout="constrained")
+    figure, (left, right) = plt.subplots(1, 2, figsize=(8.6, 3.4), layout="constrained")
     styles = (("o-", "#d62728", r"unscaled: softmax$(q \cdot k)$"), ("s-", "#1f4e79", r"scaled: softmax$(q \cdot k / \sqrt{d_k})$"))
     for ax, runs in ((left, (saturated_unscaled, saturated_scaled)), (right, (slope_unscaled, slope_scaled))):
         for values, (marker, colour, label) in zip(runs, styles):

@@ -144,7 +144,7 @@ def plot_beta_sweep(
         title: a title over both panels.
     """
     betas = to_numpy(betas).reshape(-1)
-    figure, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.3), layout="constrained")
+    figure, (left, right) = plt.subplots(1, 2, figsize=(8.8, 3.3), layout="constrained")
     for name, values in entropies.items():
         left.plot(betas, to_numpy(values), _style(name), color=_colour(name), label=name, linewidth=1.8)
     left.axhline(math.log(num_keys), color="grey", linewidth=0.8)
@@ -189,7 +189,7 @@ def plot_weight_against_score(
         title: a title over both panels.
     """
     grid = to_numpy(grid).reshape(-1)
-    figure, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.3), layout="constrained")
+    figure, (left, right) = plt.subplots(1, 2, figsize=(8.8, 3.3), layout="constrained")
     for name, values in weights.items():
         left.plot(grid, to_numpy(values), _style(name), color=_colour(name), label=name, linewidth=1.8)
     for name, values in slopes.items():
@@ -218,7 +218,7 @@ def plot_losses(runs: Mapping[str, Mapping[str, Sequence[float]]], title: str | 
         runs: panel title -> (method name -> loss at every step).
         title: a title over all panels.
     """
-    figure, axes = plt.subplots(1, len(runs), figsize=(4.8 * len(runs), 3.1), sharey=True, layout="constrained",
+    figure, axes = plt.subplots(1, len(runs), figsize=(4.4 * len(runs), 3.1), sharey=True, layout="constrained",
                                 squeeze=False)
     for ax, (panel, curves) in zip(axes[0], runs.items()):
         for name, losses in curves.items():

@@ -1,0 +1,181 @@
+"""Figures on the website: legible where they are shown, openable at full size; one search box.
+
+The legibility test multiplies two measurements: the smallest text of each figure, in pixels
+of its PNG (stamped into the PNG by the chapters' kernels while matplotlib draws it; see
+tools/figure_audit.py), and the factor by which the page shrinks that PNG (measured in
+Chromium at the 1280 px layout). Their product is the height of the figure's smallest text
+on the screen, which must be at least 8 px. Every row goes to
+tests/artifacts/figure_legibility.csv.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+import urllib.parse
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+from tests.book.site_support import ARTIFACTS, _load
+from tests.helpers import ROOT, tool
+
+matplotlib.use("Agg")
+
+figure_audit = tool("figure_audit")  # tools/figure_audit.py
+
+CHAPTER_PAGES = sorted(f"notebooks/{path.stem}.html" for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+FIGURES_ON_PAGE = """
+const visible = (e) => {
+  const r = e.getBoundingClientRect();
+  return r.width > 0 && r.height > 0 && !e.closest("details:not([open])");
+};
+return Array.from(document.querySelectorAll("article .cell_output img")).filter(visible).map((image) => ({
+  src: image.currentSrc,
+  naturalWidth: image.naturalWidth,
+  shownWidth: image.getBoundingClientRect().width,
+  link: image.closest("a.figure-full-size") ? image.closest("a").href : null,
+}));
+"""
+
+
+def _local(url: str) -> Path:
+    assert url.startswith("file://"), url
+    return Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
+
+
+# ---------------------------------------------------------------------------------------
+# The measurement itself, without a site
+
+
+def test_the_smallest_text_is_measured_as_drawn_and_stamped_into_the_png():
+    from IPython.core import pylabtools
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(4, 3), dpi=100)
+    axes = figure.add_subplot()
+    axes.set_title("title", fontsize=12)
+    axes.text(0.5, 0.5, "small", fontsize=6)
+    axes.text(0.5, 0.2, "hidden", fontsize=2, visible=False)  # not drawn: does not count
+    axes.set_xticks([0, 1], ["a", "b"], fontsize=9)
+    assert figure_audit.smallest_text_px(figure) == pytest.approx(6 * 100 / 72)
+
+    original = pylabtools.print_figure
+    try:
+        figure_audit.install()
+        png = pylabtools.print_figure(figure, "png")
+    finally:
+        pylabtools.print_figure = original
+    width, smallest = figure_audit.read_png(png)
+    assert smallest == pytest.approx(6 * 100 / 72, abs=0.01)
+    assert 300 < width <= 400
+    assert figure_audit.shown_px(10.0, 1320) == pytest.approx(5.0)
+    assert figure_audit.shown_px(10.0, 500) == 10.0  # never enlarged
+
+
+def test_an_unstamped_png_reads_as_unknown():
+    import io
+
+    from matplotlib.figure import Figure
+
+    buffer = io.BytesIO()
+    Figure(figsize=(1, 1)).savefig(buffer, format="png")
+    assert figure_audit.read_png(buffer.getvalue()) == (100, None)
+
+
+# ---------------------------------------------------------------------------------------
+# On the built site, in Chromium at 1280 px
+
+
+def test_every_figure_is_legible_at_the_desktop_layout_and_opens_at_full_size(site, browser):
+    browser.set_window_size(1280, 1500)
+    rows, problems = [], []
+    for page in CHAPTER_PAGES:
+        url = (site / page).as_uri()
+        _load(browser, url)
+        for figure in browser.execute_script(FIGURES_ON_PAGE):
+            path = _local(figure["src"])
+            width, smallest = figure_audit.read_png(path.read_bytes())
+            assert width == figure["naturalWidth"], (page, figure)
+            scale = figure["shownWidth"] / figure["naturalWidth"]
+            shown = None if smallest is None else smallest * scale
+            rows.append([page, path.name, width, round(figure["shownWidth"]), round(scale, 3), smallest, shown])
+            if smallest is None:
+                problems.append(
+                    f"{page} {path.name}: no smallest-text stamp (built from a cache made before "
+                    "tools/figure_audit.py? remove _build/.jupyter_cache and rebuild)"
+                )
+            elif shown < figure_audit.MIN_PX:
+                problems.append(
+                    f"{page} {path.name}: {width} px wide, shown at {scale:.2f}, so its smallest text "
+                    f"({smallest:.1f} px) is {shown:.1f} px on the page; split or re-lay-out the figure"
+                )
+            if figure["link"] is None or _local(figure["link"]) != path:
+                problems.append(f"{page} {path.name}: not linked to itself at full size ({figure['link']})")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with (ARTIFACTS / "figure_legibility.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["page", "image", "png_width", "shown_width", "scale", "smallest_text_png_px", "smallest_text_shown_px"])
+        writer.writerows(rows)
+    assert len(rows) >= 20, f"only {len(rows)} figures found on the chapter pages"
+    assert not problems, "\n".join(problems)
+
+
+def test_clicking_a_figure_opens_it_at_full_size_in_a_new_tab(site, browser):
+    browser.set_window_size(1280, 1500)
+    page = next(page for page in CHAPTER_PAGES if "03_" in page)
+    _load(browser, (site / page).as_uri())
+    figures = browser.execute_script(FIGURES_ON_PAGE)
+    widest = max(figures, key=lambda figure: figure["naturalWidth"])
+    assert widest["shownWidth"] < widest["naturalWidth"], "pick a figure that the page shrinks"
+    tabs = set(browser.window_handles)
+    image = browser.find_element("css selector", f'a.figure-full-size img[src$="{Path(_local(widest["src"])).name}"]')
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", image)
+    image.click()
+    deadline = time.time() + 10
+    while set(browser.window_handles) == tabs and time.time() < deadline:
+        time.sleep(0.1)
+    new = set(browser.window_handles) - tabs
+    assert new, "clicking the figure opened no new tab"
+    original = browser.current_window_handle
+    browser.switch_to.window(new.pop())
+    try:
+        size = browser.execute_script("const i = document.querySelector('img'); return i && [i.naturalWidth, location.href]")
+        assert size and size[0] == widest["naturalWidth"] and _local(size[1]) == _local(widest["src"]), size
+    finally:
+        browser.close()
+        browser.switch_to.window(original)
+
+
+SEARCH_BOXES = """
+const shown = (e) => {
+  const r = e.getBoundingClientRect();
+  return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== "hidden";
+};
+return {
+  fields: Array.from(document.querySelectorAll(".search-button-field, input[type=search]")).filter(shown).length,
+  fieldsInDocument: Array.from(document.querySelectorAll(".search-button-field")).filter((e) => getComputedStyle(e).display !== "none" && !e.closest("#pst-header")).length,
+  buttons: Array.from(document.querySelectorAll("button.search-button")).filter(shown).length,
+  header: (() => { const h = document.querySelector("#pst-header"); return h ? h.getBoundingClientRect().height : 0; })(),
+};
+"""
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_one_search_box(site, browser, width):
+    browser.set_window_size(width, 900)
+    try:
+        _load(browser, (site / CHAPTER_PAGES[0]).as_uri())
+        browser.execute_script("document.querySelector('.bd-sidebar-primary .sidebar-primary-items__start, .bd-sidebar-primary')?.scrollTo(0, 0)")
+        report = browser.execute_script(SEARCH_BOXES)
+        if width >= 992:
+            # No header bar holding a second field; the sidebar's field is the one.
+            assert report["header"] == 0, report
+            assert report["fields"] == 1, report
+        else:
+            # Phones: the magnifier in the article header opens the search.
+            assert report["fields"] == 0 and report["buttons"] == 1, report
+    finally:
+        browser.set_window_size(1280, 1500)
