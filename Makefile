@@ -64,8 +64,9 @@ test: $(STAMP) $(NODE_STAMP) browser
 	$(BIN)/pytest tests -n auto --durations=15
 
 # JupyterLab refuses to run as root (the usual user in a container) unless told it may.
+# tools/lab-settings turns on "save widget state", so a saved chapter reopens with its widgets' pictures.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	$(BIN)/jupyter lab notebooks --LabApp.app_settings_dir=$(CURDIR)/tools/lab-settings $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py

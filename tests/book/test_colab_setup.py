@@ -1,8 +1,11 @@
 """A Colab-like run: a fresh environment with only what Colab preinstalls, no attention_book.
 
 The first chapter's setup cell, forced on with ATTENTION_BOOK_FORCE_SETUP=1 and pointed at
-a copy of this checkout with ATTENTION_BOOK_INSTALL_SOURCE, must install the package;
-then the whole chapter must execute. The environment is cached in .colab-venv/ (about
+a copy of this checkout with ATTENTION_BOOK_INSTALL_SOURCE, must install the package without
+upgrading Colab's ipywidgets 7.7.1; then the whole chapter must execute and display its widget.
+Then every widget is built there with a stand-in for google.colab.output: each must enable
+Colab's custom widget manager and send its URL with the view (what Colab needs to draw a
+third-party widget), and the widgets' ES module must export render. The environment is cached in .colab-venv/ (about
 75 s to create, once); each run uninstalls attention_book from it first.
 """
 
@@ -29,7 +32,11 @@ COLAB_PACKAGES = [
     "matplotlib",
     "seaborn",
     "spacy",
-    "ipywidgets",
+    # Colab's widgets: ipywidgets 7.7.1 (what Colab ships; the package must not upgrade it) and
+    # the newest front-end packages that ipywidgets 7.7.1 accepts.
+    "ipywidgets==7.7.1",
+    "widgetsnbextension==3.6.10",
+    "jupyterlab-widgets==3.0.15",
     "tqdm",
     "safetensors",
     "tokenizers",
@@ -49,6 +56,59 @@ RUNNER = textwrap.dedent(
     notebook = nbformat.read(source, as_version=4)
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": workdir}}).execute()
     nbformat.write(notebook, destination)
+    """
+)
+
+
+# Runs in the Colab-like venv with a stand-in for google.colab.output: builds one of each
+# widget and displays it the way IPython does under ipywidgets 7 (_ipython_display_).
+COLAB_WIDGETS = textwrap.dedent(
+    """
+    import json, sys, types
+    enabled = []
+    output = types.ModuleType("google.colab.output")
+    output.enable_custom_widget_manager = lambda: enabled.append(1)
+    output._widgets = types.SimpleNamespace(_installed_url="https://colab.example/manager.min.js")
+    colab = types.ModuleType("google.colab")
+    colab.output = output
+    google = types.ModuleType("google")
+    google.colab = colab
+    sys.modules.update({"google": google, "google.colab": colab, "google.colab.output": output})
+
+    import IPython.display
+    import ipywidgets
+    import torch
+    import attention_book as ab
+    from attention_book.data.tasks import word_encoder
+    from attention_book.widgets import (AttentionExplorer, DecodingStepper, HeadViewer, KeyValueExplorer,
+                                        PositionalEncodingExplorer, SoftHardExplorer)
+    from attention_book.widgets._base import widget_module_source
+
+    shown = []
+    IPython.display.display = lambda *args, **kwargs: shown.append((args, kwargs))
+    torch.manual_seed(0)
+    words = ["<pad>", "the", "cat", "sat"]
+    encoder = ab.Encoder(len(words), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8).eval()
+    task = ab.SequenceTask("reverse", 1, min_len=4, max_len=4, num_symbols=6, seed=0)
+    seq2seq = ab.EncoderDecoder(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=6).eval()
+    widgets = [AttentionExplorer(device="cpu"), KeyValueExplorer(device="cpu"), SoftHardExplorer(device="cpu"),
+               PositionalEncodingExplorer(device="cpu"), HeadViewer(encoder, word_encoder(words, max_len=8), "the cat sat", device="cpu"),
+               DecodingStepper(seq2seq, task.source[:1], task.vocab, device="cpu")]
+    displayed = {}
+    for widget in widgets:
+        shown.clear()
+        if hasattr(widget, "_ipython_display_"):  # ipywidgets 7: how IPython displays a widget
+            widget._ipython_display_()
+        else:
+            data, metadata = widget._repr_mimebundle_()
+            IPython.display.display(data, metadata=metadata, raw=True)
+        (data,), options = shown[-1]
+        metadata = options.get("metadata") or {}
+        manager = metadata.get("application/vnd.jupyter.widget-view+json", {}).get("colab", {}).get("custom_widget_manager", {})
+        json.dumps(widget.get_state(), allow_nan=False)  # the state the front end receives is strict JSON
+        displayed[widget.kind] = {"mime": sorted(data), "manager": manager.get("url")}
+    print(json.dumps({"ipywidgets": ipywidgets.__version__, "enabled": len(enabled), "displayed": displayed,
+                      "module": widget_module_source()}))
     """
 )
 
@@ -126,3 +186,21 @@ def test_first_chapter_installs_the_package_and_runs_in_a_colab_like_environment
     errors = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", []) if output.output_type == "error"]
     assert not errors
     assert all(cell.execution_count for cell in notebook.cells if cell.cell_type == "code" and cell.source.strip())
+    views = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+             if "application/vnd.jupyter.widget-view+json" in output.get("data", {})]
+    assert views, "the chapter displayed no widget"
+
+    report = json.loads(_run([str(_python(colab_venv)), "-c", COLAB_WIDGETS], cwd=tmp_path, env=env, timeout=300).stdout.splitlines()[-1])
+    assert report["ipywidgets"] == "7.7.1", "installing the package upgraded Colab's ipywidgets"
+    assert report["enabled"] >= 1, "no widget enabled Colab's custom widget manager"
+    for kind, shown in report["displayed"].items():
+        assert "application/vnd.jupyter.widget-view+json" in shown["mime"], kind
+        assert shown["manager"] == "https://colab.example/manager.min.js", f"{kind} was displayed without Colab's widget manager"
+    assert sorted(report["displayed"]) == sorted(["attention", "key_value", "soft_hard", "positional", "heads", "decoding"])
+
+    node = shutil.which("node")
+    if node:  # the ES module the browser runs: it must load and export render
+        module = tmp_path / "widgets.mjs"
+        module.write_text(report["module"])
+        check = "import(process.argv[1]).then((m) => console.log(typeof m.default.render))"
+        assert _run([node, "-e", check, module.as_uri()]).stdout.strip() == "function"

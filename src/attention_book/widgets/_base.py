@@ -30,6 +30,7 @@ from importlib import resources
 from typing import Any
 
 import anywidget
+import ipywidgets
 import matplotlib
 import numpy as np
 import torch
@@ -37,6 +38,8 @@ import traitlets
 
 from ..analysis.plotting import ATTENTION_CMAP
 from ..device import available_devices, default_device
+
+IPYWIDGETS_7 = ipywidgets.__version__.startswith("7.")
 
 __all__ = ["AttentionWidget", "WidgetInputError", "widget_module_source", "rounded", "one_cpu_thread"]
 
@@ -194,8 +197,21 @@ class AttentionWidget(anywidget.AnyWidget):
         return statistics.median(self.timings_ms) if self.timings_ms else float("nan")
 
     def _repr_mimebundle_(self, **kwargs):
+        """anywidget's bundle (a widget view; on Colab with the custom widget manager's
+        metadata), with a line of text for front ends that show no widgets."""
         bundle = super()._repr_mimebundle_(**kwargs)
-        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
         data = dict(data)
         data["text/plain"] = f"<{type(self).__name__}: open this chapter in Jupyter or Colab to interact>"
-        return data
+        return data, metadata
+
+    if IPYWIDGETS_7:
+        # ipywidgets 7 (Colab's) displays widgets through _ipython_display_, which IPython prefers
+        # to _repr_mimebundle_ and which would drop the metadata that tells Colab's custom widget
+        # manager to draw the view (manzt/anywidget#48, #63): display the full bundle instead.
+        def _ipython_display_(self, **kwargs):
+            from IPython.display import display
+
+            data, metadata = self._repr_mimebundle_()
+            display(data, metadata=metadata, raw=True)
+            self._handle_displayed(**kwargs)
