@@ -170,6 +170,8 @@ def test_one_search_box(site, browser, width):
         _load(browser, (site / CHAPTER_PAGES[0]).as_uri())
         browser.execute_script("document.querySelector('.bd-sidebar-primary .sidebar-primary-items__start, .bd-sidebar-primary')?.scrollTo(0, 0)")
         report = browser.execute_script(SEARCH_BOXES)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(ARTIFACTS / f"site_search_{width}px.png"))
         if width >= 992:
             # No header bar holding a second field; the sidebar's field is the one.
             assert report["header"] == 0, report
