@@ -1,36 +1,34 @@
 """How to build each widget at chapter size and how to move one of its controls.
 
-Each case is ``(name, build(device) -> widget, poke(widget, i))``. ``poke`` changes a
-control programmatically, as a student dragging a slider would, which triggers one
-update (compute + redraw + PNG) that the widget times itself.
+Each case is ``(name, build(device) -> widget, poke(widget, i))``. ``poke`` types a new value
+into the widget's model-bound control (a sentence, a source), as the browser does, which
+makes the kernel recompute with torch once; the widget times that itself. Controls that only
+change the view never reach the kernel: benchmarks/widget_browser.py times them in Chromium.
 """
 
 from __future__ import annotations
 
-import ipywidgets as widgets
 import torch
 
 import attention_book as ab
 
 
+# The two values each widget's model-bound control alternates between (the browser benchmark
+# types them into the widget; the kernel benchmark sets them from Python).
+MODEL_INPUTS = {
+    "attention": ("sentence", ["the cat sat on the mat", "the mat sat on the cat"]),
+    "key_value": ("query", ["0, 0, 10", "0, 10, 0"]),
+    "soft_hard": ("scores", ["the=0.2, river=1.9, bank=1.5", "the=1.2, river=0.4, bank=2.5"]),
+    "heads": ("sentence", ["the cat sat on a mat while it was sunny", "the dog ran to the park and it was sunny"]),
+    "positional": ("d_model", ["32", "64"]),
+    "decoding": ("source", ["A B C D E F", "F E D C B A"]),
+}
+
+
 def _cycle_control(widget, i: int) -> None:
-    """Move the first slider (else dropdown) of the widget to a different value."""
-    controls = widget.controls()
-    sliders = [c for c in controls if isinstance(c, (widgets.FloatSlider, widgets.IntSlider, widgets.FloatLogSlider))]
-    if sliders:
-        slider = sliders[0]
-        if isinstance(slider, widgets.FloatLogSlider):
-            low, high = slider.base ** slider.min, slider.base ** slider.max
-            fraction = (i % 10 + 1) / 11
-            slider.value = low * (high / low) ** fraction
-        else:
-            span = slider.max - slider.min
-            step = slider.step or 1
-            slider.value = slider.min + ((i * 7 % 10 + 1) / 11 * span) // step * step
-        return
-    dropdowns = [c for c in controls if isinstance(c, (widgets.Dropdown, widgets.ToggleButtons, widgets.RadioButtons))]
-    values = [c[1] if isinstance(c, tuple) else c for c in dropdowns[0].options]  # options may be (label, value)
-    dropdowns[0].value = values[(values.index(dropdowns[0].value) + 1) % len(values)]
+    """Type the next of two values into the widget's model-bound control: one recomputation."""
+    name, values = MODEL_INPUTS[widget.kind]
+    widget.set_input(name, values[i % 2])
 
 
 def _words_encoder():

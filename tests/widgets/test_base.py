@@ -106,3 +106,17 @@ def test_switching_to_cuda_moves_the_computation_and_gives_the_same_numbers():
     explorer.device_name = "cuda"
     assert explorer.status.endswith("on cuda")
     np.testing.assert_allclose(np.array(explorer.data["weights"]), np.array(on_cpu), atol=1e-3)
+
+
+def test_the_module_loads_as_an_es_module_and_exports_render(tmp_path):
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs node to load the ES module")
+    module = tmp_path / "widgets.mjs"
+    module.write_text(widget_module_source())
+    check = "import(process.argv[1]).then((m) => console.log(typeof m.default.render))"
+    completed = subprocess.run([node, "-e", check, module.as_uri()], capture_output=True, text=True, timeout=60)
+    assert completed.stdout.strip() == "function", completed.stderr

@@ -259,6 +259,9 @@ function heatmap(parent, colour, { x, y, cell, rows, cols, rowLabels, colLabels,
     rowLabel(i, text) {
       if (rowText[i]) rowText[i].textContent = text;
     },
+    colLabel(j, text) {
+      if (colText[j]) colText[j].textContent = text;
+    },
   };
 }
 
@@ -725,7 +728,10 @@ function decodingStepper(frame) {
     // Rows of steps not decoded yet stay empty, and so do their labels.
     built.cross.set(cross.map((row, i) => (i < s ? row : null)));
     built.selfMap.set(selfRows.map((row, i) => (i < s ? row.map((x, j) => (j <= i ? x : null)) : null)));
-    for (let i = 0; i < L; i += 1) built.cross.rowLabel(i, i < s ? `${data.fed[i]} → ${data.output[i]}` : "");
+    for (let i = 0; i < L; i += 1) {
+      built.cross.rowLabel(i, i < s ? `${data.fed[i]} → ${data.output[i]}` : "");
+      built.selfMap.colLabel(i, i < s ? data.fed[i] : "");  // tokens not fed yet stay unnamed
+    }
     built.cross.mark(s - 1);
     built.selfMap.mark(s - 1);
     const probabilities = data.probabilities[s - 1];

@@ -1,0 +1,221 @@
+"""Input-to-picture latency of every control of every widget, in headless Chromium (issue 20).
+
+Two places a reader meets the widgets:
+
+* JupyterLab (from .venv, with `make lab`'s settings): a notebook with one widget of each kind
+  (benchmarks/widget_cases.py) is run; each presentation-only control (slider, menu, checkbox,
+  button) is moved and each model-bound control (sentence, source, typed numbers, d_model)
+  gets a new value, alternating between two;
+* the static site: the same notebook built by jupyter-book into a one-page book (the book's
+  _config.yml and vendored JavaScript), opened from file:// with no kernel; only the
+  presentation-only controls work there.
+
+Latency = from dispatching the input event to the first animation frame after the widget has
+drawn the new picture (requestAnimationFrame, then a task: the frame has been painted). For
+a model-bound control that includes the kernel's round trip (comm message, torch, reply). For a
+presentation-only control the widget redraws inside the event handler, so the time to the
+redrawn picture ("draw") is measured too: under 16.7 ms, the next frame shows it, and the
+time to the painted frame is mostly the wait for that frame (up to one refresh interval).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from widget_cases import MODEL_INPUTS  # noqa: E402
+
+# Presentation-only controls of each widget kind, by name (see widgets.js).
+PRESENTATION = {
+    "attention": ["temperature", "query", "scaled", "causal"],
+    "key_value": ["query_0", "query_1", "query_2"],
+    "soft_hard": ["beta"],
+    "heads": ["layer", "head"],
+    "positional": ["length", "measure"],
+    "decoding": ["step", "back", "next", "head"],
+}
+
+NOTEBOOK_SETUP = (
+    "import sys\n"
+    f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+    "from widget_cases import widget_cases\n"
+    "widgets = {name: build('cpu') for name, build, poke in widget_cases()}\n"
+    "names = list(widgets)"
+)
+
+# Runs in the page: moves each control ``repeats`` times and times input -> painted picture.
+MEASURE = r"""
+const done = arguments[arguments.length - 1];
+const [presentation, bound, repeats, live] = [arguments[0], arguments[1], arguments[2], arguments[3]];
+const painted = () => new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+function move(widget, name, i) {
+  const element = widget.querySelector(`[name="${name}"]`);
+  if (element.tagName === "BUTTON") { element.click(); return; }
+  if (element.type === "range") {
+    const min = Number(element.min), max = Number(element.max), step = Number(element.step) || 1;
+    const stops = Math.round((max - min) / step);
+    element.value = min + step * ((i * 7 + 3) % (stops + 1));
+    element.dispatchEvent(new Event("input", { bubbles: true }));
+    element.dispatchEvent(new Event("change", { bubbles: true }));
+    return;
+  }
+  if (element.type === "checkbox") { element.click(); return; }
+  element.selectedIndex = (element.selectedIndex + 1) % element.options.length;
+  element.dispatchEvent(new Event("change", { bubbles: true }));
+}
+async function typeInto(widget, name, value) {
+  const element = widget.querySelector(`[name="${name}"]`);
+  const frames = Number(widget.dataset.frames);
+  const start = performance.now();
+  element.value = value;
+  element.dispatchEvent(new Event("change", { bubbles: true }));
+  while (Number(widget.dataset.frames) === frames) {
+    if (performance.now() - start > 20000) return null;
+    await sleep(1);
+  }
+  await painted();
+  return performance.now() - start;
+}
+(async () => {
+  const rows = [];
+  for (const widget of document.querySelectorAll(".ab-widget")) {
+    const kind = widget.dataset.kind;
+    for (const name of presentation[kind] || []) {
+      if (!widget.querySelector(`[name="${name}"]`)) continue;
+      const times = [];
+      const handled = [];
+      for (let i = 0; i < repeats + 2; i += 1) {
+        await painted();
+        const start = performance.now();
+        move(widget, name, i);  // the widget redraws inside the event handler
+        const drawn = performance.now() - start;
+        await painted();
+        if (i >= 2) {  // two warm-up moves
+          times.push(performance.now() - start);
+          handled.push(drawn);
+        }
+      }
+      rows.push({ kind, control: name, bound: false, times, handled });
+    }
+    if (live && bound[kind]) {
+      const [name, values] = bound[kind];
+      const times = [];
+      for (let i = 0; i < repeats + 2; i += 1) {
+        const ms = await typeInto(widget, name, values[(i + 1) % 2]);
+        if (ms === null) { times.push(null); break; }
+        if (i >= 2) times.push(ms);
+      }
+      rows.push({ kind, control: name, bound: true, times, handled: [] });
+    }
+  }
+  done(rows);
+})();
+"""
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _summarise(rows: list[dict], where: str) -> list[dict]:
+    summary = []
+    for row in rows:
+        times = [t for t in row["times"] if t is not None]
+        entry = {"where": where, "widget": row["kind"], "control": row["control"],
+                 "kind": "model-bound (kernel round trip)" if row["bound"] else "presentation-only", "moves": len(times)}
+        if times and None not in row["times"]:
+            entry.update(median_ms=statistics.median(times), p95_ms=_percentile(times, 95))
+            if row["handled"]:  # input event to picture redrawn (before the browser paints it)
+                entry.update(draw_median_ms=statistics.median(row["handled"]), draw_p95_ms=_percentile(row["handled"], 95))
+        else:
+            entry["error"] = "no new picture within 20 s"
+        summary.append(entry)
+    return summary
+
+
+def _write_notebook(folder: Path) -> Path:
+    import nbformat
+
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_markdown_cell("# Widget benchmark\n\nOne widget of each kind."),
+                      nbformat.v4.new_code_cell(NOTEBOOK_SETUP)]
+    notebook.cells += [nbformat.v4.new_code_cell(f"widgets[names[{i}]]") for i in range(6)]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = folder / "widgets.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+def bench_lab(repeats: int, scratch: Path) -> list[dict]:
+    from tests.book.lab_support import chromium, jupyter_lab, open_notebook, run_all, widgets_drawn
+
+    folder = scratch / "lab"
+    folder.mkdir()
+    _write_notebook(folder)
+    bound = {kind: [name, values] for kind, (name, values) in MODEL_INPUTS.items()}
+    with jupyter_lab(folder, scratch) as (base, token), chromium(height=4000) as driver:
+        open_notebook(driver, base, token, "widgets.ipynb")
+        run_all(driver)
+        drawn = widgets_drawn(driver, list(PRESENTATION))
+        if drawn["missing"] or drawn["broken"]:
+            raise RuntimeError(f"JupyterLab did not draw every widget: {drawn}")
+        driver.set_script_timeout(600)
+        rows = driver.execute_async_script(MEASURE, PRESENTATION, bound, repeats, True)
+    return _summarise(rows, "JupyterLab")
+
+
+def bench_site(repeats: int, scratch: Path) -> list[dict]:
+    """Build a one-page book of the benchmark notebook with the book's configuration; time it offline."""
+    from tests.book.lab_support import chromium
+
+    book = scratch / "site"
+    book.mkdir()
+    subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--vendor-only"], check=True, cwd=ROOT)
+    for name in ("_config.yml", "tools", "vendor", "img"):
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, book / name)
+    (book / "book").mkdir()
+    shutil.copy2(ROOT / "book" / "references.bib", book / "book" / "references.bib")
+    (book / "_toc.yml").write_text("format: jb-book\nroot: widgets\n")
+    _write_notebook(book)
+    config = (book / "_config.yml").read_text().replace("execute_notebooks: cache", "execute_notebooks: force")
+    (book / "_config.yml").write_text(config)
+    jupyter_book = Path(sys.executable).with_name("jupyter-book")
+    completed = subprocess.run([str(jupyter_book), "build", str(book), "--path-output", str(book)], capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise RuntimeError("the one-page book did not build:\n" + completed.stdout[-2000:] + completed.stderr[-2000:])
+    page = book / "_build" / "html" / "widgets.html"
+    with chromium(height=4000) as driver:
+        driver.get(page.as_uri())
+        from tests.book.test_site_widgets import POKE_SCRIPT  # waits until the widgets have drawn
+
+        driver.execute_async_script(POKE_SCRIPT, {"presentation": {}, "bound": {}})
+        driver.set_script_timeout(600)
+        rows = driver.execute_async_script(MEASURE, PRESENTATION, {}, repeats, False)
+    return _summarise(rows, "site (file://, no kernel)")
+
+
+def bench_widgets_in_browser(repeats: int = 20) -> list[dict]:
+    scratch = Path(tempfile.mkdtemp(prefix="widget-bench-"))
+    try:
+        return bench_site(repeats, scratch) + bench_lab(repeats, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    print(json.dumps(bench_widgets_in_browser(int(sys.argv[1]) if len(sys.argv) > 1 else 20), indent=1))
