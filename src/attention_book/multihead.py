@@ -1,21 +1,22 @@
 """Chapter 4: multi-head attention.
 
-``h`` heads attend in parallel, each in its own ``d_model / h``-dimensional
+``n_h`` heads (``num_heads``) attend in parallel, each in its own ``d_model / n_h``-dimensional
 subspace; their outputs are concatenated and mixed by an output projection.
 Parameter and module names follow ``torch.nn.MultiheadAttention`` so that
 :meth:`MultiHeadAttention.from_torch` is a plain copy of weights.
 
-The shapes, step by step (``d_head = d_model / h`` for the usual "narrow" heads)::
+The shapes, step by step (``d_head = d_model / n_h`` for the usual "narrow" heads; the book
+writes d_head as d_k)::
 
     x                         (batch, T, d_model)
-    q = q_proj(x)             (batch, T, h * d_head)
-    split_heads(q, h)         (batch, h, T, d_head)     view as (batch, T, h, d_head), then swap T and h
-    attend, head by head      (batch, h, T, T) weights, (batch, h, T, d_head) outputs
-    merge_heads(...)          (batch, T, h * d_head)    swap back, then concatenate the heads
+    q = q_proj(x)             (batch, T, n_h * d_head)
+    split_heads(q, n_h)       (batch, n_h, T, d_head)     view as (batch, T, n_h, d_head), then swap T and n_h
+    attend, head by head      (batch, n_h, T, T) weights, (batch, n_h, T, d_head) outputs
+    merge_heads(...)          (batch, T, n_h * d_head)    swap back, then concatenate the heads
     out_proj(...)             (batch, T, d_model)
 
 "Wide" heads (``d_head=d_model``, each head as large as the model) are an option of
-:class:`MultiHeadAttention`; they cost ``h`` times the parameters.
+:class:`MultiHeadAttention`; they cost about ``n_h`` times the parameters.
 """
 
 from __future__ import annotations
@@ -77,6 +78,14 @@ class MultiHeadAttention(nn.Module):
     ``need_weights=False``, in which case PyTorch's fused kernel
     (``torch.nn.functional.scaled_dot_product_attention``) does the work.
     The weights of the last forward pass are kept in ``last_weights``.
+
+    Initialisation: the four projections keep ``nn.Linear``'s default, weights and biases
+    uniform in ``[-1/sqrt(fan_in), 1/sqrt(fan_in)]`` (fan_in = d_model for W_Q, W_K, W_V and
+    ``num_heads * d_head`` for W_O). PyTorch's ``nn.MultiheadAttention`` differs: it draws its
+    stacked ``in_proj_weight`` (3 d_model, d_model) from Xavier (Glorot) uniform,
+    ``[-sqrt(6 / (d_model + 3 d_model)), +...]``, and sets both biases to zero; its ``out_proj``
+    weight keeps Linear's default. ``from_torch`` copies the weights, so after loading the two
+    agree whatever the initialisation.
     """
 
     def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, d_head: int | None = None):
@@ -98,10 +107,10 @@ class MultiHeadAttention(nn.Module):
         self.d_head = d_model // num_heads if d_head is None else d_head
         self.dropout = dropout
         inner = num_heads * self.d_head  # all heads side by side: d_model for narrow heads
-        self.q_proj = nn.Linear(d_model, inner, bias=bias)  # W_Q of all heads at once, (d_model -> h * d_head)
+        self.q_proj = nn.Linear(d_model, inner, bias=bias)  # W_Q of all heads at once, (d_model -> n_h * d_head)
         self.k_proj = nn.Linear(d_model, inner, bias=bias)  # W_K
         self.v_proj = nn.Linear(d_model, inner, bias=bias)  # W_V
-        self.out_proj = nn.Linear(inner, d_model, bias=bias)  # W_O, (h * d_head -> d_model)
+        self.out_proj = nn.Linear(inner, d_model, bias=bias)  # W_O, (n_h * d_head -> d_model)
         self.last_weights: torch.Tensor | None = None
 
     def _check_inputs(self, query, key, value, mask):

@@ -137,6 +137,32 @@ def test_plot_relation_accuracy_draws_one_bar_per_model_and_relation():
     assert len(ax.patches) == 4 and ax.get_ylabel() == "held-out accuracy" and ax.get_title()
 
 
+def test_plot_relation_accuracy_with_seeds_shows_the_mean_the_range_and_every_seed():
+    results = {"a": {"x": [0.2, 0.4, 0.9], "y": [1.0, 1.0, 1.0]}, "b": {"x": [0.1, 0.3, 0.5], "y": [0.6, 0.7, 0.8]}}
+    ax = chapter04.plot_relation_accuracy(results, ylabel="test accuracy")
+    heights = sorted(round(bar.get_height(), 6) for bar in ax.patches)
+    assert heights == [0.3, 0.5, 0.7, 1.0]  # bars are the means over the seeds
+    ranges = sorted(tuple(round(v, 6) for v in segment[:, 1]) for lines in ax.collections
+                    if hasattr(lines, "get_segments") for segment in lines.get_segments())
+    assert (0.2, 0.9) in ranges and (0.1, 0.5) in ranges  # a line from the lowest to the highest seed
+    dots = sum(len(c.get_offsets()) for c in ax.collections if not hasattr(c, "get_segments"))
+    assert dots == 12  # one dot per seed, model and relation
+    assert ax.get_ylabel() == "test accuracy" and "seeds" in ax.get_xlabel()
+    assert "mean of 3 seeds" in ax.get_legend().texts[0].get_text()
+
+
+def test_multi_head_diagram_marks_every_shape_and_legible_text():
+    figure = chapter04.plot_multi_head_diagram()
+    texts = [t.get_text() for ax in figure.axes for t in ax.texts]
+    joined = " ".join(texts)
+    for part in ("W_Q^{(1)}", "W_K^{(2)}", "W_V^{(n_h)}", "Concat", "W_O", "MultiHead", r"(T,\ d_k)", r"(T,\ T)",
+                 r"(T,\ n_h d_k)", r"(T,\ d_{\mathrm{model}})"):
+        assert part in joined, part
+    assert {"head 1", "head 2", "head $n_h$"} <= set(texts)
+    assert min(t.get_fontsize() for ax in figure.axes for t in ax.texts) >= 8
+    assert figure.get_figwidth() * figure.dpi <= 916  # 8 pt text stays >= 8 px in the 660 px column
+
+
 # ---------------------------------------------------------------------------------
 # Chapter 5
 
@@ -154,6 +180,24 @@ def test_chapter_5_figures_have_labelled_axes_and_titles():
     history = ab.History(step_loss=[0.7] * 30, epoch=[1, 2, 3], valid_metric=[0.5, 0.5, 0.5], steps=30)
     figure = chapter05.plot_order_training({"no positions": history, "sinusoidal": history}, steps_per_epoch=10)
     assert all(_labelled(ax) for ax in figure.axes)
+
+
+def test_chapter_5_seed_figures_draw_the_mean_and_a_band_for_the_range():
+    runs = [ab.History(step_loss=[0.7 - 0.01 * k] * 30, epoch=[1, 2, 3], valid_metric=[0.5, 0.6 + 0.1 * k, 0.9], steps=30)
+            for k in range(3)]
+    figure = chapter05.plot_order_training({"sinusoidal": runs}, steps_per_epoch=10)
+    right = figure.axes[1]
+    mean_line = right.get_lines()[0]
+    assert list(mean_line.get_ydata()) == pytest.approx([0.5, 0.7, 0.9])
+    assert len(right.collections) == 1  # the band over the three seeds
+    assert "3 seeds" in figure.get_suptitle()
+    ax = chapter05.plot_accuracy_by_length({"learned": {8: [1.0, 1.0], 12: [0.6, 0.7]}}, (4, 8),
+                                           predictions={"learned: coin flip": {8: 1.0, 12: 0.71}})
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert list(lines["learned"].get_ydata()) == pytest.approx([1.0, 0.65])
+    assert lines["learned: coin flip"].get_linestyle() == "--"
+    assert lines["learned: coin flip"].get_color() == lines["learned"].get_color()
+    assert ax.get_ylabel() == "test accuracy" and "2 seeds" in ax.get_title()
 
 
 def test_chapter_5_heatmaps_are_the_books_heatmap():

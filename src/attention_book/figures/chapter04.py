@@ -1,4 +1,5 @@
-"""Chapter 4's figures: the dependency parse that motivates several heads, and accuracy by relation.
+"""Chapter 4's figures: the dependency parse that motivates several heads, a schematic of
+multi-head attention with its shapes, and accuracy by relation over several seeds.
 
 :func:`parse_example` parses the chapter's sentence with a trained spaCy pipeline when
 one is installed (Colab ships ``en_core_web_sm``) and otherwise builds the same parse by
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,6 +23,7 @@ __all__ = [
     "relations",
     "ParseFigure",
     "render_parse",
+    "plot_multi_head_diagram",
     "plot_relation_accuracy",
     "EXAMPLE_SENTENCE",
     "HAND_PARSE",
@@ -107,25 +110,107 @@ def render_parse(doc, distance: int = 95) -> ParseFigure:
 
 
 # ---------------------------------------------------------------------------------
+# Multi-head attention as a diagram
+
+_HEAD_COLOURS = ("#3b528b", "#1f7f7a", "#3d7a2a")  # dark viridis-like hues: head 1, head 2, head n_h
+
+
+def _box(ax, x: float, y: float, width: float, height: float, lines: Sequence[str], edge: str, face: str = "white",
+         fontsize: float = 9, spacing: float = 0.34) -> None:
+    """A rounded box centred on (x, y); ``lines`` are written one under another, ``spacing`` apart."""
+    from matplotlib.patches import FancyBboxPatch
+
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.02,rounding_size=0.12",
+                                linewidth=1.4, edgecolor=edge, facecolor=face))
+    top = y + spacing * (len(lines) - 1) / 2
+    for n, line in enumerate(lines):
+        ax.text(x, top - n * spacing, line, ha="center", va="center", fontsize=fontsize)
+
+
+def _arrow(ax, start: tuple[float, float], end: tuple[float, float], colour: str = "#444444") -> None:
+    ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "color": colour, "linewidth": 1.1,
+                                                       "shrinkA": 0, "shrinkB": 0})
+
+
+def plot_multi_head_diagram(title: str = "Multi-head attention, with the shape of every tensor"):
+    """Multi-head self-attention drawn bottom to top, with the shape of every tensor. Returns the figure.
+
+    ``X`` (T, d_model) goes to every head; head r projects it with its own ``W_Q^(r)``,
+    ``W_K^(r)``, ``W_V^(r)`` to queries, keys and values of d_k features, attends
+    (weights T x T, output T x d_k); the heads' outputs are concatenated side by side
+    (T, n_h d_k) and ``W_O`` (n_h d_k, d_model) maps them back to (T, d_model). Three heads
+    are drawn: head 1, head 2 and head n_h, with dots for the ones between.
+    """
+    figure, ax = plt.subplots(figsize=(8.2, 6.4))
+    columns = {"1": 1.6, "2": 4.6, "n_h": 8.4}  # x of each drawn head
+    y_input, y_projection, y_attention, y_concat, y_out, y_result = 0.45, 2.45, 4.85, 6.75, 7.85, 8.95
+    _box(ax, 5.0, y_input, 4.6, 0.56, [r"$X$   $(T,\ d_{\mathrm{model}})$: one row per token"], "#444444", "#f2f2f2")
+    for (r, x), colour in zip(columns.items(), _HEAD_COLOURS):
+        _arrow(ax, (5.0 + (x - 5.0) * 0.35, y_input + 0.28), (x, y_projection - 0.78))
+        _box(ax, x, y_projection, 2.8, 1.56,
+             [rf"$Q_{{{r}}} = X\, W_Q^{{({r})}}$", rf"$K_{{{r}}} = X\, W_K^{{({r})}}$", rf"$V_{{{r}}} = X\, W_V^{{({r})}}$",
+              r"each $(T,\ d_k)$"], colour)
+        _arrow(ax, (x, y_projection + 0.78), (x, y_attention - 0.78))
+        _box(ax, x, y_attention, 2.8, 1.56,
+             [rf"$A_{{{r}}} = \mathrm{{softmax}}(Q_{{{r}}} K_{{{r}}}^\top / \sqrt{{d_k}})$", r"weights $(T,\ T)$",
+              rf"$\mathrm{{head}}_{{{r}}} = A_{{{r}}}\, V_{{{r}}}$", r"$(T,\ d_k)$"], colour, spacing=0.36)
+        _arrow(ax, (x, y_attention + 0.78), (x, y_concat - 0.3))
+        ax.text(x - 1.4, y_attention + 0.9, "head " + ("$n_h$" if r == "n_h" else r), fontsize=9, color=colour,
+                fontweight="bold", ha="left", va="bottom")
+    for y in (y_projection, y_attention):
+        ax.text(6.5, y, r"$\cdots$", fontsize=14, ha="center", va="center")
+    _box(ax, 5.0, y_concat, 9.6, 0.58,
+         [r"Concat$(\mathrm{head}_1, \dots, \mathrm{head}_{n_h})$: the heads side by side, $(T,\ n_h d_k)$"], "#444444", "#f2f2f2")
+    _arrow(ax, (5.0, y_concat + 0.3), (5.0, y_out - 0.28))
+    _box(ax, 5.0, y_out, 5.8, 0.56, [r"times $W_O$ $(n_h d_k,\ d_{\mathrm{model}})$: mixes the heads"], "#444444")
+    _arrow(ax, (5.0, y_out + 0.28), (5.0, y_result - 0.28))
+    _box(ax, 5.0, y_result, 5.8, 0.56, [r"$\mathrm{MultiHead}(X)$   $(T,\ d_{\mathrm{model}})$"], "#444444", "#f2f2f2")
+    ax.text(5.0, -0.3, r"narrow heads: $d_k = d_{\mathrm{model}} / n_h$, so $n_h d_k = d_{\mathrm{model}}$; "
+            r"in code all heads are one (batch, $n_h$, $T$, $d_k$) tensor",
+            ha="center", va="top", fontsize=9, color="#333333")
+    ax.set_xlim(-0.1, 10.1)
+    ax.set_ylim(-0.75, 9.4)
+    ax.set_axis_off()
+    ax.set_title(title, fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
+# ---------------------------------------------------------------------------------
 # The two-relation task
 
-def plot_relation_accuracy(results: dict[str, dict[str, float]], ax=None, title: str | None = None):
-    """Grouped bars: for each model (a key of ``results``), its accuracy on each relation."""
+def plot_relation_accuracy(results: dict[str, dict[str, float | Sequence[float]]], ax=None, title: str | None = None,
+                           ylabel: str = "held-out accuracy"):
+    """Grouped bars: for each model (a key of ``results``), its accuracy on each relation.
+
+    A value may be one accuracy or one per seed: then the bar is their mean, a black line
+    spans their range (smallest to largest) and a dot marks each seed.
+    """
     if ax is None:
         _, ax = plt.subplots(figsize=(7.4, 3.2))
     names = list(results)
     measures = list(next(iter(results.values())))
     width = 0.8 / len(names)
     colours = plt.get_cmap("viridis")(np.linspace(0.2, 0.75, len(names)))
+    several = False
     for index, name in enumerate(names):
         positions = np.arange(len(measures)) + (index - (len(names) - 1) / 2) * width
-        values = [results[name][measure] for measure in measures]
-        bars = ax.bar(positions, values, width, label=name, color=colours[index], edgecolor="black", linewidth=0.6)
-        ax.bar_label(bars, labels=[f"{v:.0%}" for v in values], fontsize=8, padding=2)
+        runs = [np.atleast_1d(np.asarray(results[name][measure], dtype=float)) for measure in measures]
+        means = [float(values.mean()) for values in runs]
+        label = name if all(len(values) == 1 for values in runs) else f"{name} (mean of {len(runs[0])} seeds)"
+        bars = ax.bar(positions, means, width, label=label, color=colours[index], edgecolor="black", linewidth=0.6)
+        for position, values in zip(positions, runs):
+            if len(values) > 1:
+                several = True
+                ax.vlines(position, values.min(), values.max(), color="black", linewidth=1.4)
+                ax.scatter(np.full(len(values), position + width * 0.22), values, s=9, color="black", zorder=3)
+        tops = [float(values.max()) for values in runs]
+        for bar_, mean, top in zip(bars, means, tops):
+            ax.text(bar_.get_x() + bar_.get_width() / 2, top + 0.02, f"{mean:.0%}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(np.arange(len(measures)), measures)
-    ax.set_ylim(0, 1.12)
-    ax.set_ylabel("held-out accuracy")
-    ax.set_xlabel("what the answer needs")
+    ax.set_ylim(0, 1.14)
+    ax.set_ylabel(ylabel)
+    ax.set_xlabel("what the answer needs" + ("  (bar: mean; line: range over seeds; dots: seeds)" if several else ""))
     ax.set_title(title or "Accuracy by relation")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="model", title_fontsize=8)
     ax.figure.tight_layout()

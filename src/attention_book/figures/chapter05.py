@@ -59,49 +59,92 @@ def plot_similarity(matrix, ax=None, title: str = "Dot products of position vect
     return heatmap(matrix, ax, title, "position j", "position i", label, aspect="equal")
 
 
-def plot_order_training(histories: Mapping[str, History], steps_per_epoch: int, title: str = "Which word comes first"):
-    """Two panels: training loss per step and held-out accuracy per epoch, one line per model."""
-    figure, (left, right) = plt.subplots(1, 2, figsize=(9.6, 3.4), layout="constrained")
+def _as_runs(value) -> list:
+    """One run or a sequence of runs (one per seed) -> a list of runs."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _band(ax, x, runs: np.ndarray, style: str, label: str, marker: str | None = None, colour=None):
+    """Mean of ``runs`` (seeds, points) as a line, their range (smallest to largest) as a shaded band."""
+    mean = runs.mean(axis=0)
+    (line,) = ax.plot(x, mean, style, marker=marker, markersize=3.5, label=label, color=colour)
+    if len(runs) > 1:
+        ax.fill_between(x, runs.min(axis=0), runs.max(axis=0), color=line.get_color(), alpha=0.2, linewidth=0)
+    return line
+
+
+def plot_order_training(histories: Mapping[str, History | Sequence[History]], steps_per_epoch: int,
+                        title: str = "Which word comes first"):
+    """Two panels: training loss per step and validation accuracy per epoch, one line per model.
+
+    A model may come with one :class:`History` or one per seed; then the line is the mean over
+    the seeds and a shaded band spans their range (smallest to largest value at each step).
+    """
+    figure, (left, right) = plt.subplots(1, 2, figsize=(8.8, 3.4), layout="constrained")
     styles = ["-", "--", "-.", ":"]
-    for n, (name, history) in enumerate(histories.items()):
-        losses = np.asarray(history.step_loss)
-        window = max(1, min(10, len(losses)))
-        smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
-        left.plot(np.arange(window, len(losses) + 1), smooth, styles[n % 4], label=name)
-        epochs = np.asarray(history.epoch)
-        right.plot(epochs * steps_per_epoch, history.valid_metric, styles[n % 4], marker="o", markersize=3, label=name)
+    seeds = 1
+    for n, (name, value) in enumerate(histories.items()):
+        runs = _as_runs(value)
+        seeds = max(seeds, len(runs))
+        steps = min(len(history.step_loss) for history in runs)
+        window = max(1, min(10, steps))
+        smooth = np.stack([np.convolve(np.asarray(history.step_loss[:steps]), np.ones(window) / window, mode="valid")
+                           for history in runs])  # (seeds, steps - window + 1)
+        _band(left, np.arange(window, steps + 1), smooth, styles[n % 4], name)
+        evaluations = min(len(history.valid_metric) for history in runs)
+        accuracy = np.stack([np.asarray(history.valid_metric[:evaluations]) for history in runs])  # (seeds, evaluations)
+        epochs = np.asarray(runs[0].epoch[:evaluations])
+        _band(right, epochs * steps_per_epoch, accuracy, styles[n % 4], name, marker="o")
     left.axhline(math.log(2), color="gray", linestyle=":", label="ln 2 (a coin flip)")
     left.set_xlabel("training step")
     left.set_ylabel("training loss (mean of 10 steps)")
-    left.set_title(f"{title}: training loss")
-    left.legend(fontsize=8)
+    left.set_title("training loss", fontsize=10)
+    left.legend(fontsize=9)
     left.grid(alpha=0.3)
     right.axhline(0.5, color="gray", linestyle=":", label="chance (50%)")
     right.set_ylim(0.0, 1.02)
     right.set_xlabel("training step")
-    right.set_ylabel("held-out accuracy")
-    right.set_title(f"{title}: held-out accuracy")
-    right.legend(fontsize=8, loc="lower right")
+    right.set_ylabel("validation accuracy")
+    right.set_title("validation accuracy", fontsize=10)
+    right.legend(fontsize=9, loc="lower right")
     right.grid(alpha=0.3)
+    suffix = f" (line: mean of {seeds} seeds; band: their range)" if seeds > 1 else ""
+    figure.suptitle(title + suffix, fontsize=11)
     return figure
 
 
-def plot_accuracy_by_length(results: Mapping[str, Mapping[int, float]], trained_lengths: tuple[int, int], ax=None,
-                            title: str = "Accuracy by sequence length"):
-    """One line per model: accuracy against the sequence length; the trained lengths are shaded."""
+def plot_accuracy_by_length(results: Mapping[str, Mapping[int, float | Sequence[float]]], trained_lengths: tuple[int, int],
+                            ax=None, title: str = "Accuracy by sequence length",
+                            predictions: Mapping[str, Mapping[int, float | Sequence[float]]] | None = None,
+                            ylabel: str = "test accuracy"):
+    """One line per model: accuracy against the sequence length; the trained lengths are shaded.
+
+    An accuracy may be one number or one per seed: then the line is the mean and a band
+    spans the range. ``predictions`` (same form) are drawn as thin dashed lines without
+    markers, in the colour of the model of the same name if there is one.
+    """
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+        _, ax = plt.subplots(figsize=(7.2, 3.6), layout="constrained")
     ax.axvspan(trained_lengths[0] - 0.5, trained_lengths[1] + 0.5, color="#dddddd", label="lengths seen in training")
     markers = ["o", "s", "^", "D"]
+    colours = {}
+    seeds = 1
     for n, (name, by_length) in enumerate(results.items()):
         lengths = sorted(by_length)
-        ax.plot(lengths, [by_length[length] for length in lengths], marker=markers[n % 4], label=name)
+        runs = np.array([_as_runs(by_length[length]) for length in lengths], dtype=float).T  # (seeds, lengths)
+        seeds = max(seeds, len(runs))
+        colours[name] = _band(ax, lengths, runs, "-", name, marker=markers[n % 4]).get_color()
+    for name, by_length in (predictions or {}).items():
+        lengths = sorted(by_length)
+        runs = np.array([_as_runs(by_length[length]) for length in lengths], dtype=float).T
+        colour = next((c for model, c in colours.items() if model in name), "black")
+        ax.plot(lengths, runs.mean(axis=0), "--", color=colour, linewidth=1.6, label=name)
     ax.axhline(0.5, color="gray", linestyle=":", label="chance (50%)")
     ax.set_ylim(0.0, 1.02)
-    ax.set_xlabel("sequence length")
-    ax.set_ylabel("held-out accuracy")
-    ax.set_title(title)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.set_xlabel("sequence length (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title + (f"\n(line: mean of {seeds} seeds; band: their range)" if seeds > 1 else ""), fontsize=10)
+    ax.legend(fontsize=8.5, loc="lower left")
     ax.grid(alpha=0.3)
     return ax
 
