@@ -120,7 +120,13 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEncoding(nn.Module):
-    """Adds a learned vector per position (as in BERT and GPT); knows only ``max_len`` positions."""
+    """Adds a learned vector per position (as in BERT and GPT); knows only ``max_len`` positions.
+
+    The rows start as normal noise with standard deviation 0.02 (BERT's and GPT-2's starting
+    scale), about ``0.02 * sqrt(d_model)`` long. Training moves only the rows of positions that
+    occur in its sequences; the others stay near zero, so a token at such a position gets almost
+    no position signal (chapter 5 measures what that does to longer sequences).
+    """
 
     def __init__(self, max_len: int, d_model: int, dropout: float = 0.0):
         super().__init__()
