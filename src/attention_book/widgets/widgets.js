@@ -588,7 +588,7 @@ function headViewer(frame) {
     } else {
       built.single.set(data.weights[layer][v.head]);
     }
-    built.heading.textContent = `${model.get("title") ? "" : ""}layer ${layer}, ${all ? `all ${data.num_heads} heads` : `head ${v.head}`}`;
+    built.heading.textContent = `layer ${layer}, ${all ? `all ${data.num_heads} heads` : `head ${v.head}`}`;
     layerMenu.set(layer);
     headMenu.set(v.head);
   };
@@ -687,7 +687,8 @@ function decodingStepper(frame) {
     const L = data.output.length;
     const T = data.source.length;
     const cell = Math.min(24, 200 / Math.max(L, T));
-    const svg = newPicture(frame, 660, 90 + L * cell + 70);
+    const height = Math.max(50 + L * cell + 80, 50 + 14 * data.vocabulary.length + 30);
+    const svg = newPicture(frame, 660, height);
     const rowLabels = data.fed.map(() => "");
     const heading = make("svg:text", { x: 10, y: 18, "font-weight": "bold", "font-size": 13 }, svg, "");
     const labelWidth = 7 * Math.max(...data.fed.map((f, i) => `${f} → ${data.output[i]}`.length));
@@ -698,13 +699,13 @@ function decodingStepper(frame) {
     const barsX = selfX + L * cell + 60;
     make("svg:text", { x: barsX - 40, y: 44, "font-size": 11 }, svg, "next token (orange: chosen)");
     const V = data.vocabulary.length;
-    const barHeight = Math.min(14, (L * cell + 40) / V);
+    const barHeight = Math.min(14, Math.max(8, (L * cell + 40) / V));
     const barWidth = Math.max(60, 650 - barsX);
     const probBars = data.vocabulary.map((word, k) => {
-      make("svg:text", { x: barsX - 4, y: 58 + k * barHeight + barHeight * 0.75, "text-anchor": "end", "font-size": Math.min(10, barHeight) }, svg, shorten(word, 6));
+      make("svg:text", { x: barsX - 4, y: 50 + k * barHeight + barHeight * 0.75, "text-anchor": "end", "font-size": Math.min(10, barHeight) }, svg, shorten(word, 6));
       return make("svg:rect", { x: barsX, y: 50 + k * barHeight + 1, height: barHeight - 2, width: 0, fill: "#56b4e9" }, svg);
     });
-    const note = make("svg:text", { x: 10, y: 90 + L * cell + 60, "font-size": 11, fill: "#7a5b00" }, svg, "");
+    const note = make("svg:text", { x: 10, y: height - 6, "font-size": 11, fill: "#7a5b00" }, svg, "");
     built = { key: JSON.stringify([data.source, data.output]), heading, cross, selfMap, probBars, barWidth, note };
     step.setRange(1, L);
     layerMenu.fill(
@@ -775,7 +776,7 @@ let widgetCount = 0;
 function render({ model, el }) {
   addStyle();
   const live = !(typeof window !== "undefined" && window.__attentionBookStaticPage);
-  el.classList.add("ab-widget");
+  el.classList.add("ab-widget", "jupyter-widgets");  // the class every rendered Jupyter widget carries
   el.dataset.kind = model.get("kind");
   el.dataset.frames = "0";
   widgetCount += 1;
@@ -857,10 +858,19 @@ function render({ model, el }) {
   const onStatus = () => {
     status.textContent = model.get("status");
   };
+  const onView = () => {  // the view set from Python (widget.set_view(...) in a cell)
+    const view = model.get("view");
+    if (JSON.stringify(view) !== JSON.stringify(frame.view)) {
+      frame.view = Object.assign({}, frame.view, view);
+      redraw();
+    }
+  };
   model.on("change:payload", onData);
   model.on("change:error", onError);
   model.on("change:status", onStatus);
+  model.on("change:view", onView);
   return () => {
+    model.off("change:view", onView);
     model.off("change:payload", onData);
     model.off("change:error", onError);
     model.off("change:status", onStatus);
