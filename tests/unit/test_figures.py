@@ -223,6 +223,32 @@ def test_chapter_6_figures_have_titles_and_labels():
         chapter06.plot_mask(torch.ones(2, 2, 2, dtype=torch.bool))
 
 
+def test_gradient_by_depth_draws_the_mean_of_the_seeds_and_their_range():
+    ax = chapter06.plot_gradient_by_depth([1, 2], [[0.3, 0.5], [0.1, 0.2]], [[0.3, 0.4], [0.3, 0.3]])
+    post_line = ax.get_lines()[0]
+    assert list(post_line.get_ydata()) == pytest.approx([0.4, 0.15])  # the mean of each depth's seeds
+    assert len(ax.collections) == 2  # one shaded range per block type
+    assert "mean of 2 seeds" in ax.get_legend().texts[0].get_text()
+
+
+def test_encoder_decoder_diagram_names_both_stacks_every_mask_and_the_memory():
+    figure = chapter06.plot_encoder_decoder_diagram()
+    texts = [t.get_text() for t in figure.axes[0].texts]
+    for expected in ("ENCODER", "DECODER", "cross-attention", "masked self-attention", "mask: source padding",
+                     "mask: causal + target padding", "queries"):
+        assert expected in texts, expected
+    assert any(t.startswith("memory") for t in texts) and any("keys and" in t for t in texts)
+    assert texts.count("add & layer norm") == 5 and texts.count("mask: source padding") == 2
+
+
+def test_learning_rate_schedules_are_drawn_side_by_side_with_the_warmup_marked():
+    figure = chapter06.plot_learning_rate_schedules([0.5, 1.0, 0.5, 0.0], [1e-4, 2e-4, 1.5e-4], warmup=2)
+    left, right = figure.axes
+    assert list(left.get_lines()[0].get_ydata()) == [0.5, 1.0, 0.5, 0.0]
+    assert right.get_lines()[1].get_xdata()[0] == 2  # the dashed line at the end of the warm-up
+    assert "inverse square root" in right.get_title() and left.get_xlabel() == right.get_xlabel() == "step"
+
+
 def test_plot_decoding_attention_labels_steps_with_fed_and_written_tokens():
     torch.manual_seed(0)
     seq2seq = ab.EncoderDecoder(13, 13, d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=10).eval()

@@ -213,3 +213,22 @@ def test_set_seed_repeats_python_numpy_and_torch():
     set_seed(7)
     again = (random.random(), np.random.rand(), torch.rand(2))
     assert first[:2] == again[:2] and torch.equal(first[2], again[2])
+
+
+def test_history_keeps_each_steps_gradient_norm_before_clipping_and_clipping_caps_the_step():
+    """fit clips the norm of all gradients together to clip_norm, and records the norm it found."""
+    data = [{"x": 100 * torch.randn(4, 3, generator=torch.Generator().manual_seed(s)), "y": torch.zeros(4, 1)} for s in range(3)]
+    found = []
+    for clip_norm in (1.0, None):
+        torch.manual_seed(0)
+        model = nn.Linear(3, 1)
+        start = torch.cat([p.detach().flatten() for p in model.parameters()])
+        history = ab.fit(model, data[:1], _mse, clip_norm=clip_norm, progress=False,
+                         optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+        moved = torch.cat([p.detach().flatten() for p in model.parameters()]) - start
+        found.append((history.gradient_norm, moved.norm().item()))
+    (clipped_norms, clipped_move), (free_norms, free_move) = found
+    assert len(clipped_norms) == 1 and clipped_norms == pytest.approx(free_norms)  # the norm before clipping
+    assert clipped_norms[0] > 10  # large inputs, large gradient
+    assert clipped_move == pytest.approx(0.1 * 1.0, rel=1e-4)  # SGD step of lr * clipped norm
+    assert free_move == pytest.approx(0.1 * free_norms[0], rel=1e-4)

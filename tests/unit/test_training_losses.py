@@ -11,6 +11,7 @@ from torch.utils.data import DataLoader
 
 import attention_book as ab
 from attention_book.data.pieces import mask_tokens
+from attention_book.training.losses import seq2seq_forced_exact_match
 from attention_book.transformer import LanguageModel
 
 
@@ -162,3 +163,30 @@ def test_seq2seq_exact_match_counts_sequences_decoded_right_up_to_eos():
     after = answers.clone()
     after[1, int(batch["source_padding"][1].sum()) + 1 :] = 5  # what comes after EOS does not count
     assert ab.seq2seq_exact_match(_Oracle(after, len(task.vocab)), batch) == (6, 6)
+
+
+def test_the_forced_exact_match_counts_the_sequences_greedy_decoding_gets_right():
+    """One teacher-forced pass finds the sequences that greedy decoding writes exactly."""
+    options = dict(min_len=2, max_len=4, num_symbols=6)
+    task = ab.SequenceTask("sort", 300, seed=3, **options)
+    batch = next(iter(DataLoader(task, batch_size=300)))
+    train = DataLoader(ab.SequenceTask("sort", 1280, seed=4, **options), batch_size=64)
+    for seed in (0, 1):  # briefly trained models: some sequences right, many wrong
+        torch.manual_seed(seed)
+        model = ab.EncoderDecoder(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8)
+        ab.fit(model, train, ab.seq2seq_loss, max_steps=20, lr=1e-2, progress=False)
+        greedy = ab.seq2seq_exact_match(model, batch)
+        assert 30 <= greedy[0] <= 270  # neither all right nor all wrong, so the comparison can fail
+        assert seq2seq_forced_exact_match(model, batch) == greedy
+    oracle = _Oracle(batch["target_out"].clone(), len(task.vocab))
+
+    class Forced(nn.Module):
+        """The oracle's answers as teacher-forced logits, with sequence 0 wrong at its last real token."""
+
+        def forward(self, source, target_in, source_padding, target_padding):
+            logits = torch.nn.functional.one_hot(oracle.answers, len(task.vocab)).float()
+            length = int(target_padding[0].sum())
+            logits[0, length - 1] = logits[0, length - 1].roll(1)  # the EOS position now prefers another token
+            return logits
+
+    assert seq2seq_forced_exact_match(Forced(), batch) == (299, 300)

@@ -5,6 +5,7 @@ Layers compute exactly what PyTorch's own modules compute; the one layer loop
 respect padding and causality; a small encoder-decoder learns to reverse sequences.
 """
 
+import math
 import re
 
 import pytest
@@ -14,7 +15,15 @@ from torch.utils.data import DataLoader
 
 import attention_book as ab
 from attention_book.analysis.heads import relation_accuracy
-from attention_book.transformer import LanguageModel, key_padding_mask, mean_pool, residual, run_stack
+from attention_book.transformer import (
+    LanguageModel,
+    beam_search,
+    key_padding_mask,
+    mean_pool,
+    residual,
+    run_stack,
+    sequence_log_prob,
+)
 
 DEVICE = ab.default_device()
 TOLERANCE = dict(atol=1e-5, rtol=1e-5)
@@ -344,6 +353,96 @@ def test_greedy_decode_stops_at_eos_and_pads_with_eos():
 
     out = ab.greedy_decode(Scripted(), torch.zeros(2, 3, dtype=torch.long), max_len=6, bos=ab.BOS, eos=ab.EOS)
     assert out.tolist() == [[5, 6, ab.EOS], [ab.EOS, ab.EOS, ab.EOS]]
+
+
+def _sharp_encoder_decoder(vocab_size=6, seed=0):
+    """A random encoder-decoder whose output layer is scaled up, so its choices are far from uniform."""
+    torch.manual_seed(seed)
+    model = ab.EncoderDecoder(vocab_size, vocab_size, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8).eval()
+    with torch.no_grad():
+        model.output.weight.mul_(8.0)
+    return model
+
+
+def test_beam_search_of_width_one_is_greedy_decoding():
+    model = _sharp_encoder_decoder()
+    source = torch.randint(3, 6, (40, 4), generator=torch.Generator().manual_seed(1))
+    greedy = ab.greedy_decode(model, source, 5, bos=ab.BOS, eos=ab.EOS)
+    tokens, log_prob = beam_search(model, source, 5, bos=ab.BOS, eos=ab.EOS, beam_width=1)
+    assert torch.equal(tokens, greedy)
+    assert (greedy == ab.EOS).any(dim=1).sum() >= 10  # many sequences end early, so EOS handling is exercised
+    torch.testing.assert_close(log_prob, sequence_log_prob(model, source, greedy, ab.BOS, ab.EOS))
+
+
+def test_a_beam_as_wide_as_every_sequence_finds_the_most_probable_output():
+    """With width vocab ** max_len nothing is pruned: beam search is then exhaustive search."""
+    import itertools
+
+    model, vocab_size, length = _sharp_encoder_decoder(seed=2), 6, 3
+    source = torch.randint(3, 6, (4, 4), generator=torch.Generator().manual_seed(3))
+    _, found = beam_search(model, source, length, bos=ab.BOS, eos=ab.EOS, beam_width=vocab_size**length)
+    candidates = []
+    for n in range(1, length + 1):  # every output: n tokens, EOS only as the last one (or none at full length)
+        for tokens in itertools.product(range(vocab_size), repeat=n):
+            if ab.EOS not in tokens[:-1] and (n == length or tokens[-1] == ab.EOS):
+                candidates.append(list(tokens) + [ab.EOS] * (length - n))
+    candidates = torch.tensor(candidates)  # (number of outputs, length)
+    for b in range(len(source)):
+        scores = sequence_log_prob(model, source[b : b + 1].expand(len(candidates), -1), candidates, ab.BOS, ab.EOS)
+        torch.testing.assert_close(found[b], scores.max(), atol=1e-5, rtol=1e-5)
+
+
+def test_beam_search_keeps_the_path_greedy_decoding_misses():
+    """Step 1: token 3 (p = 0.6) or 4 (p = 0.4). After 3 every next token is equally likely; after 4, EOS is certain."""
+
+    class Scripted(nn.Module):
+        def encode(self, source, padding=None):
+            return torch.zeros(source.shape[0], source.shape[1], 2)
+
+        def decode(self, written, memory, source_padding=None):
+            logits = torch.full((written.shape[0], written.shape[1], 6), -30.0)  # (batch, t, vocab)
+            logits[:, 0, 3], logits[:, 0, 4] = math.log(0.6), math.log(0.4)  # the first token, after BOS
+            if written.shape[1] > 1:
+                after_three = written[:, 1] == 3
+                logits[after_three, 1:] = 0.0  # six equally likely tokens: log(1/6) each
+                logits[~after_three, 1:, ab.EOS] = 0.0
+            return logits
+
+        def forward(self, source, target_in, source_padding=None):
+            return self.decode(target_in, self.encode(source))
+
+    source = torch.zeros(1, 2, dtype=torch.long)
+    greedy = ab.greedy_decode(Scripted(), source, 2, bos=ab.BOS, eos=ab.EOS)
+    tokens, log_prob = beam_search(Scripted(), source, 2, bos=ab.BOS, eos=ab.EOS, beam_width=2)
+    assert greedy[0, 0] == 3 and tokens.tolist() == [[4, ab.EOS]]
+    assert log_prob.item() == pytest.approx(math.log(0.4), abs=1e-4)  # beats greedy's log(0.6 / 6)
+    assert sequence_log_prob(Scripted(), source, greedy, ab.BOS, ab.EOS).item() == pytest.approx(math.log(0.1), abs=1e-4)
+
+
+def test_sequence_log_prob_ignores_what_follows_the_first_eos():
+    model = _sharp_encoder_decoder()
+    source = torch.tensor([[3, 4, 5]])
+    ended = torch.tensor([[4, ab.EOS, ab.EOS, ab.EOS]])
+    tail = torch.tensor([[4, ab.EOS, 5, 3]])
+    torch.testing.assert_close(
+        sequence_log_prob(model, source, ended, ab.BOS, ab.EOS), sequence_log_prob(model, source, tail, ab.BOS, ab.EOS)
+    )
+
+
+@pytest.mark.parametrize(
+    "call, pattern",
+    [
+        (lambda m: beam_search(m, torch.tensor([3, 4]), 4, ab.BOS, ab.EOS), r"source.*\(batch, T_in\)"),
+        (lambda m: beam_search(m, torch.tensor([[3, 4]]), 0, ab.BOS, ab.EOS), r"max_len must be a positive integer, but 0"),
+        (lambda m: beam_search(m, torch.tensor([[3, 4]]), 4, ab.BOS, ab.EOS, beam_width=0), r"beam_width must be a positive integer, but 0"),
+        (lambda m: beam_search(m, torch.tensor([[3, 4]]), 4, ab.BOS, ab.EOS, beam_width=2.5), r"beam_width .* 2.5"),
+        (lambda m: beam_search(m, torch.tensor([[3, 4]]), 4, ab.BOS, 9), r"eos must be a token id in \[0, 6\).* 9"),
+        (lambda m: sequence_log_prob(m, torch.tensor([[3, 4]]), torch.tensor([[3], [4]]), ab.BOS, ab.EOS), r"output must hold .* 1 sources.*\(2, 1\)"),
+    ],
+)
+def test_beam_search_and_sequence_log_prob_reject_bad_arguments(call, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        call(_sharp_encoder_decoder())
 
 
 # ---------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Chapter 6's figures: post-norm and pre-norm blocks, masks, gradient by depth, and decoding attention.
+"""Chapter 6's figures: the encoder-decoder and its blocks, masks, gradient by depth, learning-rate
+schedules and decoding attention.
 
 Presentation only: the toy data are in :mod:`attention_book.data.tasks`, the gradient and
 attention measurements in :mod:`attention_book.analysis`.
@@ -20,9 +21,11 @@ from ..data.tasks import PAD, Vocabulary
 from ..transformer import EncoderDecoder
 
 __all__ = [
+    "plot_encoder_decoder_diagram",
     "plot_block_diagram",
     "plot_mask",
     "plot_gradient_by_depth",
+    "plot_learning_rate_schedules",
     "plot_decoding_attention",
 ]
 
@@ -105,6 +108,98 @@ def plot_block_diagram():
     return figure
 
 
+_PART = {"embed": "#e8e8e8", "attention": "#cfe2f3", "norm": "#fce5cd", "feed-forward": "#d9ead3", "output": "#ead1dc"}
+_MASK_TEXT = "#7a1f1f"
+_HIGHWAY = "#e69f00"
+
+
+def _part(ax, x: float, y: float, width: float, label: str, kind: str, mask: str | None = None, height: float = 0.62) -> None:
+    """A rounded box centred at (x, y); a mask, if any, is named on a second line in dark red."""
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.03",
+                                facecolor=_PART[kind], edgecolor="black", lw=1))
+    if mask is None:
+        ax.text(x, y, label, ha="center", va="center", fontsize=9)
+    else:
+        ax.text(x, y + 0.13, label, ha="center", va="center", fontsize=9)
+        ax.text(x, y - 0.16, mask, ha="center", va="center", fontsize=8, color=_MASK_TEXT, style="italic")
+
+
+def _up(ax, x: float, y0: float, y1: float) -> None:
+    ax.annotate("", xy=(x, y1), xytext=(x, y0), arrowprops={"arrowstyle": "-|>", "color": "black", "lw": 1.1})
+
+
+def _around(ax, x_centre: float, x_right: float, y_from: float, y_to: float, x_box_edge: float) -> None:
+    """A residual connection: branches off the main path below a sub-layer, runs up its right side into add & norm."""
+    ax.plot([x_centre], [y_from], marker="o", markersize=4, color=_HIGHWAY, zorder=3)
+    ax.plot([x_centre, x_right, x_right], [y_from, y_from, y_to], color=_HIGHWAY, lw=2, solid_capstyle="round")
+    ax.annotate("", xy=(x_box_edge, y_to), xytext=(x_right, y_to),
+                arrowprops={"arrowstyle": "-|>", "color": _HIGHWAY, "lw": 2})
+
+
+def plot_encoder_decoder_diagram():
+    """The whole encoder-decoder Transformer (post-norm, as in the 2017 paper and this chapter's model).
+
+    Encoder stack on the left, decoder stack on the right, drawn bottom to top; each stack
+    repeats its block N times. Attention boxes name the mask they use (dark red);
+    orange lines are residual connections; the encoder's output (the memory) feeds the
+    keys and values of every decoder block's cross-attention. Returns the figure.
+    """
+    figure, ax = plt.subplots(figsize=(8.0, 7.9))
+    width, enc, dec = 3.0, 2.2, 7.0
+    # Encoder: embedding, then N blocks of self-attention and feed-forward.
+    ax.text(enc, 0.25, "source tokens  (batch, T_in)", ha="center", va="center", fontsize=9)
+    _up(ax, enc, 0.45, 0.9)
+    _part(ax, enc, 1.2, width, "token embedding + positions", "embed")
+    encoder_parts = [(2.55, "multi-head self-attention", "attention", "mask: source padding"),
+                     (3.55, "add & layer norm", "norm", None),
+                     (4.55, "feed-forward (per token)", "feed-forward", None),
+                     (5.55, "add & layer norm", "norm", None)]
+    decoder_parts = [(2.55, "masked self-attention", "attention", "mask: causal + target padding"),
+                     (3.55, "add & layer norm", "norm", None),
+                     (4.55, "cross-attention", "attention", "mask: source padding"),
+                     (5.55, "add & layer norm", "norm", None),
+                     (6.55, "feed-forward (per token)", "feed-forward", None),
+                     (7.55, "add & layer norm", "norm", None)]
+    for centre, parts, top in ((enc, encoder_parts, 6.1), (dec, decoder_parts, 8.1)):
+        ax.add_patch(FancyBboxPatch((centre - width / 2 - 0.25, 1.95), width + 0.85, top - 1.95, boxstyle="round,pad=0.05",
+                                    facecolor="none", edgecolor="#666666", lw=1.2, linestyle="--"))
+        side = (centre - width / 2 - 0.4, "right") if centre == enc else (centre + width / 2 + 0.75, "left")
+        ax.text(side[0], (1.95 + top) / 2, "\u00d7 N", ha=side[1], va="center", fontsize=11, fontweight="bold")
+        previous = 1.2
+        for y, label, kind, mask in parts:
+            _up(ax, centre, previous + 0.31, y - 0.31)
+            _part(ax, centre, y, width, label, kind, mask)
+            if kind == "norm":  # the residual joins here, from below the sub-layer before it
+                _around(ax, centre, centre + width / 2 + 0.35, y - 1.5, y, centre + width / 2)
+            previous = y
+    # The encoder's output, the memory, goes to every decoder block's cross-attention.
+    _up(ax, enc, 5.86, 6.55)
+    ax.text(enc, 6.8, "memory  (batch, T_in, d_model)", ha="center", va="center", fontsize=9, fontweight="bold")
+    ax.plot([enc + 1.6, 4.75, 4.75], [6.8, 6.8, 4.55], color="#3465a4", lw=2)
+    ax.annotate("", xy=(dec - width / 2, 4.55), xytext=(4.75, 4.55), arrowprops={"arrowstyle": "-|>", "color": "#3465a4", "lw": 2})
+    ax.text(4.85, 4.85, "keys and\nvalues", ha="left", va="bottom", fontsize=8, color="#3465a4")
+    ax.text(dec - 0.12, 4.0, "queries", ha="right", va="center", fontsize=8)
+    # Decoder input and output.
+    ax.text(dec, 0.25, "output so far, shifted right: <bos> y\u2081 \u2026  (batch, T_out)", ha="center", va="center", fontsize=9)
+    _up(ax, dec, 0.45, 0.9)
+    _part(ax, dec, 1.2, width, "token embedding + positions", "embed")
+    _up(ax, dec, 7.86, 8.55)
+    _part(ax, dec, 8.85, width, "linear: d_model \u2192 vocabulary", "output")
+    _up(ax, dec, 9.16, 9.55)
+    _part(ax, dec, 9.85, width, "softmax", "output")
+    _up(ax, dec, 10.16, 10.5)
+    ax.text(dec, 10.75, "next-token probabilities  (batch, T_out, vocab)", ha="center", va="center", fontsize=9)
+    ax.text(enc, 7.55, "ENCODER", ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.text(dec, 11.35, "DECODER", ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.text(0.3, 10.2, "orange: residual connections\n(each adds a sub-layer's input\nto its output)\n\n"
+            "dark red: the mask each\nattention uses (True = may attend)", ha="left", va="top", fontsize=8, color="#444444")
+    ax.set_xlim(0.2, 9.7)
+    ax.set_ylim(-0.05, 11.7)
+    ax.set_axis_off()
+    figure.tight_layout()
+    return figure
+
+
 _MASK_CMAP = ListedColormap(["#f0f0f0", "#3b528b"])
 
 
@@ -142,21 +237,55 @@ def plot_mask(
 # Post-norm against pre-norm: how much gradient reaches the bottom of the stack
 
 
-def plot_gradient_by_depth(depths: Sequence[int], post_norm: Sequence[float], pre_norm: Sequence[float], ax=None):
-    """Gradient norm at the bottom of the stack against depth, one line per block type. Returns the axes."""
+def plot_gradient_by_depth(depths: Sequence[int], post_norm: Sequence, pre_norm: Sequence, ax=None):
+    """Gradient norm at the bottom of the stack against depth, one line per block type. Returns the axes.
+
+    ``post_norm`` and ``pre_norm`` hold one entry per depth: a number, or the values of several
+    seeds, drawn as their mean (line) and range (shaded band).
+    """
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.6, 3.2))
-    ax.plot(depths, post_norm, "o-", color="#d55e00", label="post-norm: norm(x + sublayer(x))")
-    ax.plot(depths, pre_norm, "s-", color="#0072b2", label="pre-norm: x + sublayer(norm(x))")
+        _, ax = plt.subplots(figsize=(6.2, 3.4))
+    top = 0.0
+    for values, marker, colour, label in ((post_norm, "o-", "#d55e00", "post-norm: norm(x + sublayer(x))"),
+                                          (pre_norm, "s-", "#0072b2", "pre-norm: x + sublayer(norm(x))")):
+        rows = [[float(v)] if isinstance(v, (int, float)) else [float(x) for x in v] for v in values]
+        mean = [sum(r) / len(r) for r in rows]
+        ax.plot(depths, mean, marker, color=colour, label=label + (f", mean of {len(rows[0])} seeds" if len(rows[0]) > 1 else ""))
+        if len(rows[0]) > 1:
+            ax.fill_between(depths, [min(r) for r in rows], [max(r) for r in rows], color=colour, alpha=0.2, lw=0)
+        top = max(top, max(max(r) for r in rows))
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(depths), [str(d) for d in depths])
-    ax.set_ylim(0, max(max(post_norm), max(pre_norm)) * 1.15)
+    ax.set_ylim(0, top * 1.15)
     ax.set_xlabel("number of layers in the stack")
     ax.set_ylabel("gradient norm at the bottom")
-    ax.set_title("How much gradient reaches the first layer (at initialisation)", fontsize=10)
+    ax.set_title("How much gradient reaches the first layer (at initialisation)\nshaded: range over the seeds", fontsize=10)
     ax.legend(fontsize=8, loc="lower left")
     ax.figure.tight_layout()
     return ax
+
+
+def plot_learning_rate_schedules(used: Sequence[float], original: Sequence[float], warmup: int, d_model: int = 512):
+    """Left: the learning rate of each step of one of this chapter's runs. Right: the 2017 schedule.
+
+    ``original`` is lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) for steps 1, 2, ...
+    Returns the figure.
+    """
+    figure, (left, right) = plt.subplots(1, 2, figsize=(8.2, 3.2))
+    left.plot(range(1, len(used) + 1), used, color="#0072b2")
+    left.set_title("this chapter: linear warm-up, linear decay\n(ab.fit(schedule=\"linear\"), the sorting run)", fontsize=9)
+    left.set_xlabel("step")
+    left.set_ylabel("learning rate")
+    right.plot(range(1, len(original) + 1), original, color="#d55e00")
+    right.axvline(warmup, color="#888888", lw=1, linestyle="--")
+    right.text(warmup * 1.15, max(original) * 0.95, f"warmup = {warmup:,d}", fontsize=8, va="top", color="#555555")
+    right.set_title(f"2017 Transformer: inverse square root\n(d_model = {d_model}, warmup = {warmup:,d})", fontsize=9)
+    right.set_xlabel("step")
+    for ax in (left, right):
+        ax.set_ylim(0, None)
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    figure.tight_layout()
+    return figure
 
 
 # ---------------------------------------------------------------------------------
@@ -186,7 +315,7 @@ def plot_decoding_attention(
     cross = found["cross_attention"][layer].mean(0)  # (L, T_in): averaged over heads
     causal = found["self_attention"][layer].mean(0)  # (L, L)
     figure, (left, right) = plt.subplots(
-        1, 2, figsize=(3.2 + 0.55 * (len(source_labels) + len(fed)), 1.4 + 0.42 * len(rows)),
+        1, 2, figsize=(2.6 + 0.36 * (len(source_labels) + len(fed)), 1.4 + 0.4 * len(rows)),
         gridspec_kw={"width_ratios": [len(source_labels), len(fed)]},
     )
     plot_attention(cross, rows, source_labels, ax=left, title="cross-attention to the source", colorbar=False)

@@ -46,9 +46,9 @@ def set_seed(seed: int) -> None:
 
 @dataclass
 class History:
-    """What ``fit`` did: the loss and learning rate of every step, the validation metric
-    after each epoch, how many steps, examples and (where the batches have a padding mask)
-    real tokens it trained on, and how long it took."""
+    """What ``fit`` did: the loss, learning rate and gradient norm (before clipping) of every
+    step, the validation metric after each epoch, how many steps, examples and (where the
+    batches have a padding mask) real tokens it trained on, and how long it took."""
 
     step_loss: list[float] = field(default_factory=list)
     epoch: list[int] = field(default_factory=list)
@@ -59,6 +59,7 @@ class History:
     examples_seen: int = 0
     tokens_seen: int = 0
     stopped: str = ""  # why training ended: target reached, step limit or all epochs
+    gradient_norm: list[float] = field(default_factory=list)  # of all parameters together, before clipping
 
     def plot(self, ax=None, title: str = "Training"):
         """Loss per step (left axis) and validation metric per epoch (right axis, if any)."""
@@ -120,15 +121,31 @@ def fit(
     validation metric reaches ``target`` (checked after each epoch). The model is left in
     evaluation mode.
 
-    The optimizer is Adam with ``lr`` and ``weight_decay`` unless ``optimizer`` is given
-    (e.g. AdamW with one learning rate per parameter group); then ``lr`` and
-    ``weight_decay`` must stay at their defaults, and the rates set in it are used.
+    What it does unless told otherwise (every default, named):
 
-    ``schedule=None`` keeps every learning rate as it is. ``schedule="linear"`` warms it up
-    from 0 over the first ``warmup_fraction`` of the planned steps (``epochs`` times the
-    batches per epoch, or ``max_steps`` if fewer), then lowers it linearly to 0 at the last
-    planned step, the recipe of the original Transformer in simpler form. The rate of every
-    step (of the first parameter group) is kept in ``History.learning_rate``.
+    - **optimizer**: ``torch.optim.Adam`` with ``lr=1e-3``, ``weight_decay=0`` and PyTorch's
+      defaults ``betas=(0.9, 0.999)``, ``eps=1e-8`` (the 2017 Transformer used
+      ``betas=(0.9, 0.98)``, ``eps=1e-9``). Pass ``optimizer`` to use another (e.g. AdamW with
+      one learning rate per parameter group); then ``lr`` and ``weight_decay`` must stay at
+      their defaults, and the rates set in it are used.
+    - **gradient clipping**: on, at ``clip_norm=1.0``: when the norm of all gradients taken
+      together (one vector of every parameter's gradient) exceeds 1, every gradient is scaled
+      down by the same factor so that the norm is 1 (``torch.nn.utils.clip_grad_norm_``). The
+      norm before clipping is kept for every step in ``History.gradient_norm``.
+    - **schedule**: none (``schedule=None``): the learning rate stays constant.
+      ``schedule="linear"`` warms it up linearly from 0 over the first ``warmup_fraction``
+      (default 0.1) of the planned steps (``epochs`` times the batches per epoch, or
+      ``max_steps`` if fewer), then lowers it linearly to 0 at the last planned step. This is
+      *not* the 2017 Transformer's schedule, which warms up linearly and then decays as the
+      inverse square root of the step. The rate of every step (of the first parameter group)
+      is kept in ``History.learning_rate``.
+    - **early stopping**: none (``target=None``). With ``valid_loader`` and ``metric_fn``
+      the metric is measured on the validation data after every epoch (kept in
+      ``History.valid_metric``); with ``target`` as well, training stops after the first
+      epoch whose validation metric reaches it. The test data never enter ``fit``.
+    - **regularisation**: none of its own; dropout is whatever the model was built with.
+    - **device**: the device of the model's first parameter, unless ``device`` is given.
+    - **progress**: a tqdm progress bar with the running loss (``progress=False`` hides it).
     """
     require_count(epochs, "epochs")
     if max_steps is not None:
@@ -144,7 +161,8 @@ def fit(
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
     if optimizer is None:
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+        # foreach: one call updates every tensor (the same arithmetic as the loop over tensors, faster on CPU)
+        optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
     base_rates = [group["lr"] for group in optimizer.param_groups]
     history = History()
     start = time.perf_counter()
@@ -168,8 +186,12 @@ def fit(
             loss = loss_fn(model, batch)
             optimizer.zero_grad()
             loss.backward()
+            parameters = [p for p in model.parameters() if p.grad is not None]
             if clip_norm is not None:
-                nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+                norm = nn.utils.clip_grad_norm_(parameters, clip_norm)  # the norm before clipping
+            else:
+                norm = nn.utils.get_total_norm([p.grad for p in parameters])
+            history.gradient_norm.append(float(norm))
             optimizer.step()
             value = loss.item()
             history.step_loss.append(value)

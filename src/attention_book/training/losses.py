@@ -11,6 +11,7 @@ pair                                what is predicted                         ch
 ``token_loss / token_accuracy``     one of ``targets`` per position           4, 6
 ``masked_token_loss``               ``targets`` only where there is one       7
 ``seq2seq_loss / _exact_match``     an answer sequence (teacher forcing)      6
+``seq2seq_forced_exact_match``      the same exact match, in one forced pass  6
 ==================================  ========================================  ==========
 
 A model gets ``batch["padding_mask"]`` as its second argument when the batch has one.
@@ -34,6 +35,7 @@ __all__ = [
     "masked_token_loss",
     "seq2seq_loss",
     "seq2seq_exact_match",
+    "seq2seq_forced_exact_match",
 ]
 
 
@@ -100,3 +102,20 @@ def seq2seq_exact_match(model: nn.Module, batch: dict) -> tuple[int, int]:
     real = target != PAD  # compare up to and including EOS
     correct = ((padded == target) | ~real).all(dim=1)
     return int(correct.sum()), len(target)
+
+
+def seq2seq_forced_exact_match(model: nn.Module, batch: dict) -> tuple[int, int]:
+    """The exact match of :func:`seq2seq_exact_match`, found in one teacher-forced pass.
+
+    A sequence counts when the most likely token at every real position (up to and
+    including EOS) is the right one, given the true tokens before it. That is exactly the
+    condition for greedy decoding to write the answer: if every step's argmax is right
+    given a right prefix, greedy decoding never leaves the true prefix, and if it writes
+    the answer, every prefix it was fed was the true one. So both metrics count the same
+    sequences (up to exact ties between two tokens' scores), and this one needs one pass of
+    the decoder instead of one per output token: cheap enough to run during training.
+    """
+    logits = model(batch["source"], batch["target_in"], batch["source_padding"], batch["target_padding"])
+    target = batch["target_out"]  # (batch, T_out): answer, EOS, PAD...
+    right = (logits.argmax(dim=-1) == target) | (target == PAD)  # (batch, T_out); padding never counts against
+    return int(right.all(dim=1).sum()), len(target)
