@@ -14,13 +14,14 @@ import attention_book as ab
 
 
 # The two values each widget's model-bound control alternates between (the browser benchmark
-# types them into the widget; the kernel benchmark sets them from Python).
+# types them into the widget; the kernel benchmark sets them from Python). The first is the
+# value the widget starts with, so the first one typed (the second) changes it.
 MODEL_INPUTS = {
     "attention": ("sentence", ["the cat sat on the mat", "the mat sat on the cat"]),
-    "key_value": ("query", ["0, 0, 10", "0, 10, 0"]),
+    "key_value": ("query", ["0, 10, 0", "0, 0, 10"]),
     "soft_hard": ("scores", ["the=0.2, river=1.9, bank=1.5", "the=1.2, river=0.4, bank=2.5"]),
     "heads": ("sentence", ["the cat sat on a mat while it was sunny", "the dog ran to the park and it was sunny"]),
-    "positional": ("d_model", ["32", "64"]),
+    "positional": ("d_model", ["64", "32"]),
     "decoding": ("source", ["A B C D E F", "F E D C B A"]),
 }
 

@@ -37,14 +37,21 @@ function shorten(label, limit) {
 // -- colours: the book's one attention colour map, sent by Python as hex stops -----------
 function makePalette(stops) {
   const rgb = stops.map((hex) => [1, 3, 5].map((i) => parseInt(hex.slice(i, i + 2), 16)));
-  return function colour(value) {
-    if (value === null || value === undefined || !isFinite(value)) return "#e4e4e4";
+  function mix(value) {
     const x = Math.min(1, Math.max(0, value)) * (rgb.length - 1);
     const i = Math.min(rgb.length - 2, Math.floor(x));
     const f = x - i;
-    const c = rgb[i].map((v, k) => Math.round(v + f * (rgb[i + 1][k] - v)));
+    return rgb[i].map((v, k) => Math.round(v + f * (rgb[i + 1][k] - v)));
+  }
+  function colour(value) {
+    if (value === null || value === undefined || !isFinite(value)) return "#e4e4e4";
+    const c = mix(value);
     return `rgb(${c[0]},${c[1]},${c[2]})`;
-  };
+  }
+  // 256 steps as bytes, for pictures painted pixel by pixel (imageOf).
+  colour.table = new Uint8Array(256 * 3);
+  for (let k = 0; k < 256; k += 1) colour.table.set(mix(k / 255), 3 * k);
+  return colour;
 }
 
 function inkOn(value) {
@@ -595,21 +602,22 @@ function headViewer(frame) {
 }
 
 // -- chapter 5: PositionalEncodingExplorer -------------------------------------------------
-function imageOf(matrix, colour, lo, hi) {
-  const rows = matrix.length;
-  const cols = matrix[0].length;
+// A rows x cols picture, one pixel per cell (scaled up crisply by the SVG), as a data URL.
+function imageOf(rows, cols, valueAt, colour, lo, hi) {
   const canvas = document.createElement("canvas");
   canvas.width = cols;
   canvas.height = rows;
   const context = canvas.getContext("2d");
   const image = context.createImageData(cols, rows);
+  const table = colour.table;
+  const scale = 255 / (hi - lo);
   for (let i = 0; i < rows; i += 1) {
     for (let j = 0; j < cols; j += 1) {
-      const rgb = colour((matrix[i][j] - lo) / (hi - lo)).match(/\d+/g);
+      const step = Math.max(0, Math.min(255, Math.round((valueAt(i, j) - lo) * scale)));
       const k = 4 * (i * cols + j);
-      image.data[k] = rgb[0];
-      image.data[k + 1] = rgb[1];
-      image.data[k + 2] = rgb[2];
+      image.data[k] = table[3 * step];
+      image.data[k + 1] = table[3 * step + 1];
+      image.data[k + 2] = table[3 * step + 2];
       image.data[k + 3] = 255;
     }
   }
@@ -651,13 +659,16 @@ function positionalExplorer(frame) {
     const data = dataOf(model);
     if (!svg) build();
     const L = Math.min(frame.view.length, data.max_length);
-    const pe = data.pe.slice(0, L);
+    const pe = data.pe;
     const byOffset = data.similarity[frame.view.measure];
-    const sim = Array.from({ length: L }, (_, i) => Array.from({ length: L }, (_, j) => byOffset[Math.abs(i - j)]));
     const lo = Math.min(...byOffset.slice(0, L));
     const hi = Math.max(...byOffset.slice(0, L));
-    parts.table.setAttribute("href", imageOf(pe, frame.colour, -1, 1));
-    parts.similarity.setAttribute("href", imageOf(sim, frame.colour, lo, hi === lo ? lo + 1 : hi));
+    if (parts.tableData !== data || parts.tableLength !== L) {  // the table does not change with the measure
+      parts.table.setAttribute("href", imageOf(L, data.d_model, (i, j) => pe[i][j], frame.colour, -1, 1));
+      parts.tableData = data;
+      parts.tableLength = L;
+    }
+    parts.similarity.setAttribute("href", imageOf(L, L, (i, j) => byOffset[Math.abs(i - j)], frame.colour, lo, hi === lo ? lo + 1 : hi));
     parts.tableTitle.textContent = `PE: ${L} positions × d_model = ${data.d_model} (colours −1 … 1)`;
     parts.simTitle.textContent = `${frame.view.measure} of PE[i] and PE[j]`;
     parts.scale.textContent = `colours from ${fixed(lo, 2)} (dark) to ${fixed(hi, 2)} (light)`;
