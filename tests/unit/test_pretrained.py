@@ -34,8 +34,15 @@ SENTENCES = [
 
 @pytest.fixture(scope="module")
 def bert():
-    """transformers' BertModel built from the package's config.json and the same safetensors file."""
-    transformers = pytest.importorskip("transformers", reason="transformers (the dev extra) is needed for the equality test")
+    """transformers' BertModel built from the package's config.json and the same safetensors file.
+
+    transformers is in the dev extra; without it these tests FAIL (they never skip), since
+    they are the live proof of the chapter's claim that our encoder is BERT.
+    """
+    try:
+        import transformers
+    except ImportError as error:  # pragma: no cover - the dev extra installs it
+        pytest.fail(f"transformers is needed for the equality tests: pip install -e '.[dev]' ({error})")
     from safetensors.torch import load_file
 
     transformers.logging.set_verbosity_error()
@@ -281,3 +288,45 @@ def test_the_names_that_moved_out_are_still_importable_from_pretrained():
     for name in ("MissingPackageError", "ChecksumError", "file_sha256", "installed_file"):
         assert getattr(pretrained, name) is getattr(_files, name)
         assert name in pretrained.__all__
+
+
+
+# ---------------------------------------------------------------------------------
+# The stored reference (what chapter 7 shows without transformers)
+
+
+def test_the_stored_reference_is_what_transformers_computes_now(bert):
+    reference = pretrained.load_reference_states()
+    outputs = _bert_outputs(bert, reference)
+    for layer, (stored, live) in enumerate(zip(reference.hidden_states, outputs.hidden_states, strict=True)):
+        real = reference.padding_mask
+        torch.testing.assert_close(stored[real], live[real], atol=1e-5, rtol=0, msg=f"depth {layer}")
+
+
+def test_our_encoder_matches_the_stored_reference_at_every_depth(minilm):
+    reference = pretrained.load_reference_states()
+    assert reference.hidden_states.shape[0] == minilm.num_layers + 1
+    assert reference.tokens.tolist() == minilm.encode(reference.sentences).tokens.tolist()
+    with torch.no_grad():
+        ours = minilm.hidden_states(reference.tokens, reference.padding_mask, reference.token_types)
+    real = reference.padding_mask
+    for layer, (stored, computed) in enumerate(zip(reference.hidden_states, ours, strict=True)):
+        assert (stored[real] - computed[real]).abs().max() < 1e-4, f"depth {layer}"
+
+
+def test_a_changed_stored_file_is_refused_naming_both_hashes(monkeypatch, tmp_path):
+    for name in ("SHA256SUMS", pretrained.REFERENCE_FILE):
+        shutil.copy(pretrained.STORED_FOLDER / name, tmp_path / name)
+    with open(tmp_path / pretrained.REFERENCE_FILE, "r+b") as handle:
+        handle.seek(-4, 2)
+        handle.write(b"\x00\x01\x02\x03")
+    monkeypatch.setattr(pretrained, "STORED_FOLDER", tmp_path)
+    with pytest.raises(ChecksumError) as error:
+        pretrained.load_reference_states()
+    recorded = next(line.split()[0] for line in (tmp_path / "SHA256SUMS").read_text().splitlines() if line.endswith(pretrained.REFERENCE_FILE))
+    assert recorded in str(error.value) and _files.file_sha256(tmp_path / pretrained.REFERENCE_FILE) in str(error.value)
+
+
+def test_an_unknown_stored_file_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match="minilm_reference.safetensors"):
+        pretrained.stored_file("nonsense.json")
