@@ -15,7 +15,17 @@ import math
 import torch
 
 from ..attention import attention_scores, softmax
-from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register
+from ._core import (
+    SCALED_BY_SQRT_T,
+    SCORES_AS_WEIGHTS,
+    ExerciseFailure,
+    Mistake,
+    attention_variants,
+    call,
+    diagnose,
+    random_generator,
+    register,
+)
 
 # ---------------------------------------------------------------------------------
 # 0.1 Attention weights of a few queries
@@ -44,6 +54,19 @@ def _normalised_by_sum(Q, K):
     return S / S.sum(dim=-1, keepdim=True)
 
 
+def _divided_by_sqrt_T(Q, K):
+    return torch.softmax(Q @ K.T / math.sqrt(K.shape[0]), dim=-1)
+
+
+def _returns_scores(Q, K):
+    return Q @ K.T / math.sqrt(Q.shape[-1])
+
+
+def _naive_exp(Q, K):
+    exponentials = torch.exp(Q @ K.T / math.sqrt(Q.shape[-1]))
+    return exponentials / exponentials.sum(dim=-1, keepdim=True)
+
+
 def _keys_times_queries(Q, K):
     return torch.softmax(K @ Q.T / math.sqrt(Q.shape[-1]), dim=-1)
 
@@ -54,6 +77,7 @@ def _check_attention_weights(answer) -> None:
     d_k = int(torch.randint(3, 17, (), generator=generator))
     T_q = int(torch.randint(2, 5, (), generator=generator))
     T_k = T_q + int(torch.randint(1, 4, (), generator=generator))
+    T_k += T_k == d_k  # T_k != d_k, so that dividing by sqrt(T_k) instead of sqrt(d_k) shows
     Q = torch.randn(T_q, d_k, generator=generator)
     K = torch.randn(T_k, d_k, generator=generator)
     got = call(answer, Q.clone(), K.clone())
@@ -64,6 +88,7 @@ def _check_attention_weights(answer) -> None:
             "so compute Q @ K.T (not K @ Q.T)"
         )
     what = f"A (T_q={T_q} queries, T_k={T_k} keys, d_k={d_k})"
+    family = {hint: A for hint, (_, A) in attention_variants(Q, K, K).items()}
     diagnose(
         got,
         expected,
@@ -75,6 +100,7 @@ def _check_attention_weights(answer) -> None:
             "so use softmax(..., dim=-1)": _softmax_over_queries(Q, K),
             "you divided the scores by their sum; weights come from a softmax "
             "(exponentiate, then divide by the sum)": _normalised_by_sum(Q, K),
+            **family,
         },
     )
     # Case 2: two identical keys tie and must get equal weights; a single key gets weight 1.
@@ -82,7 +108,20 @@ def _check_attention_weights(answer) -> None:
     K[2] = K[0]
     for keys, case in ((K, "with two identical keys"), (K[:1], "with a single key")):
         got = call(answer, Q, keys)
-        diagnose(got, softmax(attention_scores(Q, keys)), f"A ({case})")
+        family = {hint: A for hint, (_, A) in attention_variants(Q, keys, keys).items()}
+        diagnose(got, softmax(attention_scores(Q, keys)), f"A ({case})", known_mistakes=family)
+    # Case 3: large scores. Key 0 is the first query times 1000 sqrt(d_k) / |q|^2, so that score is
+    # exactly 1000, where exp() overflows unless each row's largest score is subtracted first.
+    keys = torch.randn(3, d_k, generator=generator)
+    keys[0] = Q[0] * 1000.0 * math.sqrt(d_k) / (Q[0] @ Q[0])
+    got = call(answer, Q, keys)
+    diagnose(
+        got,
+        softmax(attention_scores(Q, keys)),
+        "A (with a score of 1,000)",
+        known_mistakes={hint: A for hint, (_, A) in attention_variants(Q, keys, keys).items()},
+        atol=1e-4,
+    )
 
 
 register(
@@ -96,5 +135,8 @@ register(
         Mistake("softmax over the queries", _softmax_over_queries, "softmax runs over the wrong axis"),
         Mistake("normalised by the sum", _normalised_by_sum, "divided the scores by their sum"),
         Mistake("K @ Q.T", _keys_times_queries, "compute Q @ K.T"),
+        Mistake("divided by sqrt(T)", _divided_by_sqrt_T, SCALED_BY_SQRT_T),
+        Mistake("returned the scores", _returns_scores, SCORES_AS_WEIGHTS),
+        Mistake("exp without subtracting the maximum", _naive_exp, "exp() of large scores overflows"),
     ],
 )

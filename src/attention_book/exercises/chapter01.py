@@ -18,7 +18,20 @@ import math
 import torch
 
 from ..attention import attention_scores, causal_mask, scaled_dot_product_attention, softmax
-from ._core import ExerciseFailure, Mistake, call, diagnose, diagnose_weights, random_generator, register, require_tensor_like
+from ._core import (
+    SCALED_BY_D_K,
+    SCALED_BY_SQRT_T,
+    SCORES_AS_WEIGHTS,
+    ExerciseFailure,
+    Mistake,
+    attention_variants,
+    call,
+    diagnose,
+    diagnose_weights,
+    random_generator,
+    register,
+    require_tensor_like,
+)
 
 # ---------------------------------------------------------------------------------
 # 1.1 Scores and weights of one query
@@ -57,6 +70,16 @@ def _naive_exp(query, keys):
     return scores, exponentials / exponentials.sum()
 
 
+def _divided_by_sqrt_T(query, keys):
+    scores = keys @ query / math.sqrt(keys.shape[0])
+    return scores, torch.softmax(scores, dim=-1)
+
+
+def _scores_as_weights(query, keys):
+    scores = keys @ query / math.sqrt(query.shape[-1])
+    return scores, scores
+
+
 def _weights_of_unscaled_scores(query, keys):
     scores = keys @ query / math.sqrt(query.shape[-1])
     return scores, torch.softmax(keys @ query, dim=-1)
@@ -73,6 +96,7 @@ def _check_scores_and_weights(answer) -> None:
     # Case 1: a random query and keys of a random size.
     d_k = int(torch.randint(3, 17, (), generator=generator))
     T = int(torch.randint(4, 9, (), generator=generator))
+    T += T == d_k  # T != d_k, so that dividing by sqrt(T) instead of sqrt(d_k) shows
     query = torch.randn(d_k, generator=generator)
     keys = torch.randn(T, d_k, generator=generator)
     scores, weights = _pair(call(answer, query.clone(), keys.clone()), "scores_and_weights")
@@ -85,6 +109,7 @@ def _check_scores_and_weights(answer) -> None:
         known_mistakes={
             "you forgot to divide the scores by sqrt(d_k)": _unscaled(query, keys)[0],
             "divide the scores by sqrt(d_k), not by d_k": _divided_by_d_k(query, keys)[0],
+            SCALED_BY_SQRT_T: _divided_by_sqrt_T(query, keys)[0],
         },
     )
     diagnose(
@@ -92,6 +117,7 @@ def _check_scores_and_weights(answer) -> None:
         expected_weights,
         "the weight vector",
         known_mistakes={
+            SCORES_AS_WEIGHTS: expected_scores,
             "you divided the scores by their sum; weights come from a softmax (exponentiate, then divide by the sum), "
             "which also keeps every weight positive": _normalised_by_sum(query, keys)[1],
             "these are one-hot weights (argmax): attention is soft, every key gets some weight": _one_hot(query, keys)[1],
@@ -106,11 +132,24 @@ def _check_scores_and_weights(answer) -> None:
     for case_keys, what in ((keys, "with two identical keys"), (keys[:1], "with a single key")):
         scores, weights = _pair(call(answer, query, case_keys), "scores_and_weights")
         expected_scores = attention_scores(query[None, :], case_keys)[0]
-        diagnose(scores, expected_scores, f"the scores ({what})")
+        diagnose(
+            scores,
+            expected_scores,
+            f"the scores ({what})",
+            known_mistakes={
+                "you forgot to divide the scores by sqrt(d_k)": _unscaled(query, case_keys)[0],
+                "divide the scores by sqrt(d_k), not by d_k": _divided_by_d_k(query, case_keys)[0],
+                SCALED_BY_SQRT_T: _divided_by_sqrt_T(query, case_keys)[0],
+            },
+        )
         diagnose(weights, softmax(expected_scores), f"the weight vector ({what})")
-    # Case 3: large scores (around 1,000), where exp() overflows unless the largest score is subtracted first.
-    query = 40.0 * torch.randn(d_k, generator=generator)
-    keys = 40.0 * torch.randn(6, d_k, generator=generator)
+    # Case 3: large scores, where exp() overflows unless the largest score is subtracted first. Key 2 is
+    # built so that its scaled score is exactly 1,000 (exp overflows float32 from about 88); the others
+    # are large too (about +-400), and keys 4 and 5 tie.
+    query = 20.0 * torch.randn(d_k, generator=generator)
+    keys = 20.0 * torch.randn(6, d_k, generator=generator)
+    keys[2] = query * 1000.0 * math.sqrt(d_k) / (query @ query)
+    keys[5] = keys[4]
     scores, weights = _pair(call(answer, query, keys), "scores_and_weights")
     weights = require_tensor_like(weights, torch.zeros(6), "the weight vector (with large scores)")
     if not torch.isfinite(weights).all():
@@ -135,6 +174,8 @@ register(
         Mistake("argmax", _one_hot, "one-hot weights"),
         Mistake("softmax of unscaled scores", _weights_of_unscaled_scores, "softmax of the UNSCALED scores"),
         Mistake("exp without subtracting the maximum", _naive_exp, "exp() overflowed"),
+        Mistake("divided by sqrt(T)", _divided_by_sqrt_T, SCALED_BY_SQRT_T),
+        Mistake("returned the scores as weights", _scores_as_weights, SCORES_AS_WEIGHTS),
     ],
 )
 
@@ -187,6 +228,33 @@ def _averaged_keys(Q, K, V, mask=None):
     return A @ K, A
 
 
+def _matrix_divided_by_d_k(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / Q.shape[-1]
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return A @ V, A
+
+
+def _matrix_returns_scores(Q, K, V, mask=None):
+    H, _ = _attention_solution(Q, K, V, mask)
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    return H, (S if mask is None else S.masked_fill(~mask, float("-inf")))
+
+
+def _matrix_naive_exp(Q, K, V, mask=None):
+    E = torch.exp(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]))
+    if mask is not None:
+        E = E.masked_fill(~mask, 0.0)
+    A = E / E.sum(dim=-1, keepdim=True)
+    return A @ V, A
+
+
+def _matrix_swapped_outputs(Q, K, V, mask=None):
+    H, A = _attention_solution(Q, K, V, mask)
+    return A, H
+
+
 def _random_mask(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
     """A boolean mask in which every row has at least one True and at least one False."""
     mask = torch.rand(shape, generator=generator) < 0.5
@@ -198,15 +266,30 @@ def _random_mask(shape: tuple[int, ...], generator: torch.Generator) -> torch.Te
     return mask
 
 
-def _pair_of_outputs(result):
+def _pair_of_outputs(result, H_shape: tuple[int, ...] | None = None, A_shape: tuple[int, ...] | None = None):
     if not isinstance(result, (tuple, list)) or len(result) != 2:
         raise ExerciseFailure(f"attention should return a pair (H, A), but returned {type(result).__name__}")
+    first, second = result
+    if (
+        H_shape != A_shape
+        and all(isinstance(t, torch.Tensor) for t in result)
+        and (tuple(first.shape), tuple(second.shape)) == (A_shape, H_shape)
+    ):
+        raise ExerciseFailure(
+            f"you returned (A, H): the first tensor has the weights' shape {A_shape} and the second the output's "
+            f"{H_shape}; return (H, A), the output first"
+        )
     return result
 
 
 def _check_weights(A, expected, what: str, known: dict) -> None:
-    A = require_tensor_like(A, expected, what)
-    if torch.isnan(A).any():
+    A = require_tensor_like(A, expected, what, known)
+    if torch.allclose(A, expected, atol=1e-5, rtol=1e-4):
+        return
+    for hint, wrong in known.items():
+        if wrong.shape == A.shape and torch.allclose(A, wrong.to(A.dtype), atol=1e-5, rtol=1e-4, equal_nan=True):
+            raise ExerciseFailure(f"{what} is wrong: {hint}")
+    if torch.isnan(A).any() and torch.isfinite(expected).all() and (expected.abs().amax(dim=-1) > 0).all():
         raise ExerciseFailure(
             f"{what} contains nan: a query whose every score is -inf gets 0/0 from the softmax. "
             "Is your mask inverted? True means 'may attend', so fill the scores where the mask is False"
@@ -222,36 +305,36 @@ def _check_attention(answer) -> None:
     Q = torch.randn(batch, T_q, d_k, generator=generator)
     K = torch.randn(batch, T_k, d_k, generator=generator)
     V_square = torch.randn(batch, T_k, d_k, generator=generator)
-    H, A = _pair_of_outputs(call(answer, Q.clone(), K.clone(), V_square.clone()))
+    H, A = _pair_of_outputs(call(answer, Q.clone(), K.clone(), V_square.clone()), (batch, T_q, d_k), (batch, T_q, T_k))
     expected_H, expected_A = scaled_dot_product_attention(Q, K, V_square)
+    family = attention_variants(Q, K, V_square)
     _check_weights(
         A,
         expected_A,
         f"A (batch {batch}, {T_q} queries, {T_k} keys, d_k={d_k}, no mask)",
-        {
-            "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1": _softmax_over_queries(Q, K, V_square)[1],
-            "you forgot to divide the scores by sqrt(d_k)": _matrix_unscaled(Q, K, V_square)[1],
-        },
+        {hint: wrong_A for hint, (_, wrong_A) in family.items()},
     )
     diagnose(
         H,
         expected_H,
         f"H (batch {batch}, {T_q} queries, d_v={d_k}, no mask)",
-        known_mistakes={"you averaged the keys: the output is A times the VALUES, H = A V": _averaged_keys(Q, K, V_square)[0]},
+        known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()},
     )
     V = torch.randn(batch, T_k, d_v, generator=generator)
-    H, A = _pair_of_outputs(call(answer, Q, K, V))
+    H, A = _pair_of_outputs(call(answer, Q, K, V), (batch, T_q, d_v), (batch, T_q, T_k))
     expected_H, expected_A = scaled_dot_product_attention(Q, K, V)
     diagnose(H, expected_H, f"H (batch {batch}, {T_q} queries, values of size d_v={d_v} while d_k={d_k})")
     # Case 3: a mask with a True and a False in every row, broadcast over the batch.
     mask = _random_mask((T_q, T_k), generator)
-    H, A = _pair_of_outputs(call(answer, Q, K, V, mask.clone()))
+    H, A = _pair_of_outputs(call(answer, Q, K, V, mask.clone()), (batch, T_q, d_v), (batch, T_q, T_k))
     expected_H, expected_A = scaled_dot_product_attention(Q, K, V, mask=mask)
+    family = attention_variants(Q, K, V, mask)
     _check_weights(
         A,
         expected_A,
         f"A (with a ({T_q}, {T_k}) mask)",
         {
+            **{hint: wrong_A for hint, (_, wrong_A) in family.items()},
             "the mask is ignored: set the scores where the mask is False to -inf BEFORE the softmax": _mask_ignored(Q, K, V, mask)[1],
             "the mask was applied after the softmax: the remaining weights no longer sum to 1. "
             "Fill the scores with -inf before the softmax instead": _mask_after_softmax(Q, K, V, mask)[1],
@@ -259,15 +342,35 @@ def _check_attention(answer) -> None:
             "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1": _softmax_over_queries(Q, K, V, mask)[1],
         },
     )
-    diagnose(H, expected_H, f"H (with a ({T_q}, {T_k}) mask)")
+    diagnose(H, expected_H, f"H (with a ({T_q}, {T_k}) mask)", known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()})
     # Case 4: causal self-attention, and a sequence of one token.
     for T in (5, 1):
         X = torch.randn(3, T, d_k, generator=generator)
         mask = causal_mask(T)
-        H, A = _pair_of_outputs(call(answer, X, X, X, mask))
+        H, A = _pair_of_outputs(call(answer, X, X, X, mask), (3, T, d_k), (3, T, T))
         expected_H, expected_A = scaled_dot_product_attention(X, X, X, mask=mask)
-        _check_weights(A, expected_A, f"A (causal self-attention over {T} token{'s' if T > 1 else ''})", {})
-        diagnose(H, expected_H, f"H (causal self-attention over {T} token{'s' if T > 1 else ''})")
+        family = attention_variants(X, X, X, mask)
+        where = f"causal self-attention over {T} token{'s' if T > 1 else ''}"
+        _check_weights(A, expected_A, f"A ({where})", {hint: wrong_A for hint, (_, wrong_A) in family.items()})
+        diagnose(H, expected_H, f"H ({where})", known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()})
+    # Case 5: large and tied scores. Key 0 of every batch is its first query times 1000 sqrt(d_k) / |q|^2
+    # (a scaled score of exactly 1,000: exp() overflows unless each row's maximum is subtracted first),
+    # and keys 3 and 4 are equal (a tie).
+    Q = torch.randn(batch, T_q, d_k, generator=generator)
+    K = 10.0 * torch.randn(batch, T_k, d_k, generator=generator)
+    K[:, 0] = Q[:, 0] * 1000.0 * math.sqrt(d_k) / (Q[:, 0] * Q[:, 0]).sum(dim=-1, keepdim=True)
+    K[:, 4] = K[:, 3]
+    H, A = _pair_of_outputs(call(answer, Q, K, V), (batch, T_q, d_v), (batch, T_q, T_k))
+    expected_H, expected_A = scaled_dot_product_attention(Q, K, V)
+    family = attention_variants(Q, K, V)
+    A = require_tensor_like(A, expected_A, "A (with a score of 1,000)")
+    if not torch.isfinite(A).all():
+        raise ExerciseFailure(
+            "A contains nan or inf when a score is large (1,000): exp() overflowed. Subtract each row's largest "
+            "score before exp (the softmax does not change), or use torch.softmax"
+        )
+    diagnose(A, expected_A, "A (with a score of 1,000 and two tied keys)", known_mistakes={h: a for h, (_, a) in family.items()}, atol=1e-4)
+    diagnose(H, expected_H, "H (with a score of 1,000 and two tied keys)", known_mistakes={h: o for h, (o, _) in family.items()}, atol=1e-4)
 
 
 register(
@@ -282,6 +385,10 @@ register(
         Mistake("mask after the softmax", _mask_after_softmax, "applied after the softmax"),
         Mistake("mask inverted", _mask_inverted, "the mask is inverted"),
         Mistake("averaged the keys", _averaged_keys, "you averaged the keys"),
+        Mistake("divided by d_k", _matrix_divided_by_d_k, SCALED_BY_D_K),
+        Mistake("returned the scores as A", _matrix_returns_scores, SCORES_AS_WEIGHTS),
+        Mistake("exp without subtracting the maximum", _matrix_naive_exp, "exp() overflowed"),
+        Mistake("returned (A, H)", _matrix_swapped_outputs, "you returned (A, H)"),
     ],
 )
 

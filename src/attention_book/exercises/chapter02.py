@@ -21,7 +21,18 @@ import torch
 from ..attention import scaled_dot_product_attention
 from ..key_value import SingleHeadAttention
 from ..key_value import soft_lookup as reference_soft_lookup
-from ._core import ExerciseFailure, Mistake, call, diagnose, diagnose_weights, random_generator, register, require_tensor_like
+from ._core import (
+    SCALED_BY_D_K,
+    SCALED_BY_SQRT_T,
+    ExerciseFailure,
+    Mistake,
+    call,
+    diagnose,
+    diagnose_weights,
+    random_generator,
+    register,
+    require_tensor_like,
+)
 
 # ---------------------------------------------------------------------------------
 # 2.1 One attention head, for self- and cross-attention
@@ -58,6 +69,25 @@ def _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=True):
 def _attend_unscaled(x_query, x_memory, W_Q, W_K, W_V):
     S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=False)
     A = torch.softmax(S, dim=-1)
+    return A @ V, A
+
+
+def _attend_divided_by_d_k(x_query, x_memory, W_Q, W_K, W_V):
+    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=False)
+    A = torch.softmax(S / W_K.shape[1], dim=-1)
+    return A @ V, A
+
+
+def _attend_divided_by_sqrt_T(x_query, x_memory, W_Q, W_K, W_V):
+    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=False)
+    A = torch.softmax(S / math.sqrt(x_memory.shape[0]), dim=-1)
+    return A @ V, A
+
+
+def _attend_naive_exp(x_query, x_memory, W_Q, W_K, W_V):
+    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V)
+    E = torch.exp(S)
+    A = E / E.sum(dim=-1, keepdim=True)
     return A @ V, A
 
 
@@ -118,6 +148,8 @@ def _head_mistakes(args) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tenso
         _UNSCALED: _attend_unscaled,
         _FROM_QUERY: _attend_memory_from_query,
         _SCORES: _attend_returns_scores,
+        SCALED_BY_D_K: _attend_divided_by_d_k,
+        SCALED_BY_SQRT_T: _attend_divided_by_sqrt_T,
     }
     if W_Q.shape[0] == W_Q.shape[1] == W_V.shape[1]:  # square matrices: the transposes fit too
         wrong[_LINEAR_CONVENTION] = _attend_linear_convention
@@ -211,6 +243,20 @@ def _check_attend(answer) -> None:
         _run_head_case(answer, args, f"(cross-attention, T_q={T_q}, T_k={T_k}, d_model={d_model}, d_k={d_k}, d_v={d_v})")
     args = _head_case(generator, 1, 6, 3, 2, 5)
     _run_head_case(answer, args, "(cross-attention, one query, T_k=6, d_model=3, d_k=2, d_v=5)")
+    # Case 4: large scores. With W_Q = 1000 W_K every token's score with itself is
+    # 1000 |x W_K|^2 / sqrt(d_k), hundreds or more: exp() overflows unless each row's maximum is
+    # subtracted first. Tokens 1 and 3 are equal, so their scores tie.
+    x_query, _, _, W_K, W_V = _head_case(generator, 5, 5, 4, 3, 3, self_attention=True)
+    x_query[3] = x_query[1]
+    args = (x_query, x_query, 1000.0 * W_K, W_K, W_V)
+    H, A = _pair_of_outputs(call(answer, x_query.clone(), x_query.clone(), *(W.clone() for W in args[2:])))
+    A = require_tensor_like(A, _reference_attend(*args)[1], "A (self-attention with scores in the hundreds)")
+    if not torch.isfinite(A).all():
+        raise ExerciseFailure(
+            "A contains nan or inf when the scores are large (hundreds): exp() overflowed. Subtract each row's "
+            "largest score before exp (the softmax does not change), or use torch.softmax"
+        )
+    _run_head_case(answer, args, "(self-attention with scores in the hundreds and two equal tokens)")
 
 
 register(
@@ -227,6 +273,9 @@ register(
         Mistake("returned the scores", _attend_returns_scores, "these are the scores, not the weights"),
         Mistake("nn.Linear's transposed convention", _attend_linear_convention, "transposed matrices"),
         Mistake("values not projected", _attend_values_not_projected, "you averaged the raw tokens"),
+        Mistake("divided by d_k", _attend_divided_by_d_k, SCALED_BY_D_K),
+        Mistake("divided by sqrt(T)", _attend_divided_by_sqrt_T, SCALED_BY_SQRT_T),
+        Mistake("exp without subtracting the maximum", _attend_naive_exp, "exp() overflowed"),
     ],
 )
 

@@ -62,6 +62,16 @@ def _merge_without_transpose(x):
     return x.reshape(batch, T, heads * d_head)
 
 
+def _split_view_without_transpose(x, num_heads):
+    batch, T, d_model = x.shape
+    return x.view(batch, num_heads, T, d_model // num_heads)
+
+
+def _merge_transpose_then_view(x):
+    batch, heads, T, d_head = x.shape
+    return x.transpose(1, 2).view(batch, T, heads * d_head)  # raises: the transposed tensor is not contiguous
+
+
 def _merge_interleaved(x):
     batch, heads, T, d_head = x.shape
     return x.permute(0, 2, 3, 1).reshape(batch, T, heads * d_head)  # features of the heads interleaved
@@ -142,6 +152,8 @@ register(
         Mistake("split: heads axis left behind the tokens", (_split_heads_last, _merge_solution), "must come before the tokens"),
         Mistake("merge: no transpose back", (_split_solution, _merge_without_transpose), "merged without transposing back"),
         Mistake("merge: heads in the wrong order", (_split_solution, _merge_interleaved), "heads merged in the wrong order"),
+        Mistake("split: view without transpose", (_split_view_without_transpose, _merge_solution), "reshape without transpose"),
+        Mistake("merge: view after transpose", (_split_solution, _merge_transpose_then_view), "With reshape your answer is right"),
     ],
 )
 
@@ -304,6 +316,8 @@ def _mha_variant(
         parts = qkv.chunk(3, dim=-1)
         if split == "correct":
             q, k, v = (t.reshape(batch, T, num_heads, d_head).transpose(1, 2) for t in parts)
+        elif split == "view_no_transpose":  # raises on the chunks, which are not contiguous
+            q, k, v = (t.view(batch, num_heads, T, d_head) for t in parts)
         else:
             q, k, v = (t.reshape(batch, num_heads, T, d_head) for t in parts)
     else:  # per head [q_h | k_h | v_h], the layout of some tutorials
@@ -369,9 +383,13 @@ def _split_result(result, what: str):
 
 def _check_multi_head_attention(answer) -> None:
     generator = random_generator()
-    for batch, T, d_model, heads in [(2, 5, 12, 3), (1, 6, 8, 2), (3, 4, 16, 4), (2, 3, 6, 1)]:
+    # The last case multiplies x by 30: scores in the hundreds or more, where exp() overflows unless
+    # each row's maximum is subtracted first; its first two tokens are equal (tied scores).
+    for batch, T, d_model, heads, x_scale in [(2, 5, 12, 3, 1.0), (1, 6, 8, 2, 1.0), (3, 4, 16, 4, 1.0), (2, 3, 6, 1, 1.0), (2, 4, 8, 2, 30.0)]:
         layer = _random_torch_layer(d_model, heads, generator)
-        x = torch.randn(batch, T, d_model, generator=generator)
+        x = x_scale * torch.randn(batch, T, d_model, generator=generator)
+        if x_scale > 1:
+            x[:, 1] = x[:, 0]
         with torch.no_grad():
             expected_out, expected_weights = layer(x, x, x, need_weights=True, average_attn_weights=False)
         arguments = (layer.in_proj_weight.detach(), layer.in_proj_bias.detach(), layer.out_proj.weight.detach(), layer.out_proj.bias.detach())
@@ -380,7 +398,7 @@ def _check_multi_head_attention(answer) -> None:
                 call(answer, x.clone(), *(a.clone() for a in arguments), heads), "multi_head_self_attention"
             )
             wrong = {hint: _mistake(**change)(x, *arguments, heads) for change, hint in MHA_MISTAKES.values()}
-        size = f"(batch={batch}, T={T}, d_model={d_model}, num_heads={heads})"
+        size = f"(batch={batch}, T={T}, d_model={d_model}, num_heads={heads}{', x times 30: large scores' if x_scale > 1 else ''})"
         diagnose(
             weights,
             expected_weights,
@@ -407,5 +425,6 @@ register(
     mistakes=[
         Mistake(name, _mistake(**change), hint.split(":")[0].split(",")[0])
         for name, (change, hint) in MHA_MISTAKES.items()
-    ],
+    ]
+    + [Mistake("split_with_view_without_transpose", _mistake(split="view_no_transpose"), "reshape without transpose")],
 )

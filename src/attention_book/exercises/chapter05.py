@@ -431,6 +431,24 @@ def _unweighted_group_mean(tokens, labels):
     return sum(max(c.values()) / sum(c.values()) for c in groups.values()) / len(groups)
 
 
+def _label_kept_per_bag(tokens, labels, which: str) -> float:
+    """The accuracy of predicting, for every bag, the label of its first or last sequence."""
+    kept, rows = {}, tokens.tolist()
+    for row, label in zip(rows, labels.tolist()):
+        bag = tuple(sorted(row))
+        if which == "last" or bag not in kept:
+            kept[bag] = label
+    return sum(kept[tuple(sorted(row))] == label for row, label in zip(rows, labels.tolist())) / len(labels)
+
+
+def _last_label_per_bag(tokens, labels):
+    return _label_kept_per_bag(tokens, labels, "last")
+
+
+def _first_label_per_bag(tokens, labels):
+    return _label_kept_per_bag(tokens, labels, "first")
+
+
 def _count_not_fraction(tokens, labels):
     return _best_invariant_accuracy_solution(tokens, labels) * len(labels)
 
@@ -453,7 +471,31 @@ _ACCURACY_MISTAKES = {
     "weight each bag by the number of its sequences: count the sequences the majority label gets right in every bag, "
     "then divide by the number of sequences": _unweighted_group_mean,
     "return a fraction between 0 and 1, not the number of sequences a model gets right": _count_not_fraction,
+    "you kept the LAST label seen for each bag (a dict overwritten row by row); the best a model can do is the "
+    "MAJORITY label of each bag, so count the labels per bag (e.g. a Counter) and take the most common": _last_label_per_bag,
+    "you kept the FIRST label seen for each bag; the best a model can do is the MAJORITY label of each bag, so "
+    "count the labels per bag (e.g. a Counter) and take the most common": _first_label_per_bag,
 }
+
+
+def _built_labelled_set(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """13 sequences in three bags, built so that the majority, first and last label per bag differ.
+
+    Bag a (tokens 1 2 3, in random orders) has the labels 1 1 1 0 (first 1, last 0, majority 1), bag
+    b (2 2 4) has 0 1 1 1 1 (first 0, last 1) and bag c (4 1 1) has 2 0 0 0 (first 2, last 0): the
+    majority rule gets 10 of 13 right, the last label 8, the first 5, the overall majority 7. The
+    bags' rows are interleaved at random, each bag's labels staying in this order.
+    """
+    bags = [([1, 2, 3], [1, 1, 1, 0]), ([2, 2, 4], [0, 1, 1, 1, 1]), ([4, 1, 1], [2, 0, 0, 0])]
+    remaining = [list(labels) for _, labels in bags]
+    rows, labels = [], []
+    while any(remaining):
+        open_bags = [index for index, left in enumerate(remaining) if left]
+        bag = open_bags[int(torch.randint(0, len(open_bags), (), generator=generator))]
+        order = torch.randperm(3, generator=generator).tolist()
+        rows.append([bags[bag][0][i] for i in order])
+        labels.append(remaining[bag].pop(0))
+    return torch.tensor(rows), torch.tensor(labels)
 
 
 def _labelled_set(generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -486,7 +528,19 @@ def _check_best_invariant_accuracy(answer) -> None:
         atol=1e-9,
         rtol=0.0,
     )
-    # Case 2: twins (the same tokens in two orders, opposite labels) leave exactly a coin flip.
+    # Case 2: a set built so that the majority, first and last label of a bag all give different answers.
+    tokens, labels = _built_labelled_set(generator)
+    expected = reference_best_invariant_accuracy(tokens, labels)
+    got = _as_number(call(answer, tokens.clone(), labels.clone()), "the accuracy")
+    diagnose(
+        torch.tensor([got], dtype=torch.float64),
+        torch.tensor([expected], dtype=torch.float64),
+        f"the best accuracy for {len(labels)} sequences in three bags (labels 1 1 1 0, 0 1 1 1 1 and 2 0 0 0)",
+        known_mistakes={hint: torch.tensor([float(m(tokens, labels))], dtype=torch.float64) for hint, m in _ACCURACY_MISTAKES.items()},
+        atol=1e-9,
+        rtol=0.0,
+    )
+    # Case 3: twins (the same tokens in two orders, opposite labels) leave exactly a coin flip.
     rows = _distinct_tokens(10, 5, 9, generator)
     twins = torch.cat([rows, rows.flip(1)])
     twin_labels = torch.cat([torch.ones(10, dtype=torch.long), torch.zeros(10, dtype=torch.long)])
@@ -496,7 +550,7 @@ def _check_best_invariant_accuracy(answer) -> None:
             f"for 10 sequences and their reversals with opposite labels the answer is 0.5 (each bag holds one of each "
             f"label), but your function returned {got:.4g}"
         )
-    # Case 3: labels that depend only on the bag (the parity of the sum) lose nothing.
+    # Case 4: labels that depend only on the bag (the parity of the sum) lose nothing.
     tokens = torch.randint(1, 6, (30, 4), generator=generator)
     got = _as_number(call(answer, tokens, tokens.sum(dim=1) % 2), "the accuracy")
     if abs(got - 1.0) > 1e-9:
@@ -517,5 +571,253 @@ register(
         Mistake("overall majority", _overall_majority, "always predicting the most common label"),
         Mistake("unweighted mean over bags", _unweighted_group_mean, "weight each bag by the number of its sequences"),
         Mistake("count instead of fraction", _count_not_fraction, "return a fraction between 0 and 1"),
+        Mistake("last label per bag", _last_label_per_bag, "you kept the LAST label"),
+        Mistake("first label per bag", _first_label_per_bag, "you kept the FIRST label"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 5.5 Add positions to token embeddings
+
+
+def _add_positions_solution(embeddings: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """embeddings (batch, T, d_model) plus the first T rows of table (num_positions, d_model)."""
+    T = embeddings.shape[1]
+    return embeddings + table[:T]  # (batch, T, d) + (T, d): the table broadcasts over the batch
+
+
+def _positions_by_batch(embeddings, table):
+    return embeddings + table[: embeddings.shape[0], None, :]  # position b added to every token of sequence b
+
+
+def _positions_concatenated(embeddings, table):
+    batch, T, _ = embeddings.shape
+    return torch.cat([embeddings, table[:T].expand(batch, -1, -1)], dim=-1)
+
+
+def _positions_from_one(embeddings, table):
+    T = embeddings.shape[1]
+    return embeddings + table[1 : T + 1]
+
+
+def _positions_reversed(embeddings, table):
+    T = embeddings.shape[1]
+    return embeddings + table[:T].flip(0)
+
+
+def _whole_table(embeddings, table):
+    return embeddings + table  # breaks (or is right only by luck) unless num_positions == T
+
+
+_ADD_HINTS = {
+    "by_batch": "you added position b to every token of sequence b (a table row per SEQUENCE); the row belongs to the "
+    "token's position t: table[:T] has shape (T, d_model) and broadcasts over the batch axis",
+    "concatenated": "you concatenated the positions to the features (2 d_model columns); add them, so each token "
+    "stays a d_model-vector",
+    "from_one": "positions start at 0: token t gets row t of the table, table[:T], not table[1:T + 1]",
+    "reversed": "the positions run backwards: token t gets row t, not row T - 1 - t",
+}
+
+
+def _check_add_positions(answer) -> None:
+    generator = random_generator()
+    # (batch, T, num_positions, d_model): batch != T; a table longer than the sequences; batch == T
+    # (where mixing up the two axes still broadcasts); one token; a table exactly T long.
+    for batch, T, num_positions, d_model in [(3, 5, 9, 4), (4, 4, 6, 6), (2, 1, 7, 3), (1, 6, 6, 8)]:
+        embeddings = torch.randn(batch, T, d_model, generator=generator)
+        table = torch.randn(num_positions, d_model, generator=generator)
+        where = f"for embeddings of shape {(batch, T, d_model)} and a table of {num_positions} positions"
+        try:
+            got = call(answer, embeddings.clone(), table.clone())
+        except RuntimeError as error:
+            if "must match the size" in str(error) and num_positions != T:
+                raise ExerciseFailure(
+                    f"{where} your code raised RuntimeError ({str(error).splitlines()[0]}): you added the whole table "
+                    f"({num_positions} rows) to {T} tokens; take its first T rows, table[:T]"
+                ) from None
+            raise
+        expected = _add_positions_solution(embeddings, table)
+        known = {
+            _ADD_HINTS["by_batch"]: _positions_by_batch(embeddings, table) if batch <= num_positions else None,
+            _ADD_HINTS["concatenated"]: _positions_concatenated(embeddings, table),
+            _ADD_HINTS["from_one"]: _positions_from_one(embeddings, table) if T < num_positions else None,
+            _ADD_HINTS["reversed"]: _positions_reversed(embeddings, table),
+        }
+        diagnose(got, expected, f"the sum {where}", known_mistakes=known)
+        if not torch.equal(embeddings, embeddings.clone()):
+            raise ExerciseFailure("your function changed the embeddings in place: return a new tensor (x + ..., not x += ...)")
+
+
+register(
+    "5.5",
+    "Add positions to token embeddings",
+    _check_add_positions,
+    solution=_add_positions_solution,
+    mistakes=[
+        Mistake("a table row per sequence", _positions_by_batch, "a table row per SEQUENCE"),
+        Mistake("concatenated", _positions_concatenated, "you concatenated the positions"),
+        Mistake("positions from 1", _positions_from_one, "positions start at 0"),
+        Mistake("positions reversed", _positions_reversed, "the positions run backwards"),
+        Mistake("the whole table", _whole_table, "you added the whole table"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 5.6 Learned positions with a length check
+
+
+class _LearnedPositionsSolution(nn.Module):
+    """Adds a learned vector per position to (batch, T, d_model); refuses T > max_len with ValueError."""
+
+    def __init__(self, max_len: int, d_model: int):
+        super().__init__()
+        self.max_len = max_len
+        self.table = nn.Parameter(0.02 * torch.randn(max_len, d_model))  # (max_len, d_model): learned
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]
+        if T > self.max_len:
+            raise ValueError(f"the sequence has {T} tokens but this layer knows only max_len={self.max_len} positions")
+        return x + self.table[:T]  # (batch, T, d) + (T, d)
+
+
+class _PositionsWithoutCheck(_LearnedPositionsSolution):
+    def forward(self, x):
+        return x + self.table[: x.shape[1]]  # a longer x fails with a broadcasting RuntimeError
+
+
+class _PositionsCheckOffByOne(_LearnedPositionsSolution):
+    def forward(self, x):
+        if x.shape[1] >= self.max_len:
+            raise ValueError(f"the sequence has {x.shape[1]} tokens but max_len={self.max_len}")
+        return x + self.table[: x.shape[1]]
+
+
+class _PositionsNotLearned(nn.Module):
+    def __init__(self, max_len, d_model):
+        super().__init__()
+        self.max_len = max_len
+        self.register_buffer("table", 0.02 * torch.randn(max_len, d_model))
+
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError(f"the sequence has {x.shape[1]} tokens but max_len={self.max_len}")
+        return x + self.table[: x.shape[1]]
+
+
+class _PositionsVagueError(_LearnedPositionsSolution):
+    def forward(self, x):
+        if x.shape[1] > self.max_len:
+            raise ValueError("sequence too long")
+        return x + self.table[: x.shape[1]]
+
+
+class _PositionsWithAssert(_LearnedPositionsSolution):
+    def forward(self, x):
+        assert x.shape[1] <= self.max_len, "too long"
+        return x + self.table[: x.shape[1]]
+
+
+def _position_table(model: nn.Module, max_len: int, d_model: int) -> nn.Parameter:
+    """The one trainable parameter of max_len * d_model numbers (a Parameter or an nn.Embedding's weight)."""
+    fitting = [p for p in model.parameters() if p.numel() == max_len * d_model]
+    if not fitting:
+        buffers = [name for name, b in model.named_buffers() if b.numel() == max_len * d_model]
+        if buffers:
+            raise ExerciseFailure(
+                f"your table ({buffers[0]}) is a buffer, so training cannot change it: learned positions are a "
+                "parameter, nn.Parameter(...) or nn.Embedding(max_len, d_model)"
+            )
+        raise ExerciseFailure(
+            f"your module should hold one learned table of max_len x d_model = {max_len} x {d_model} numbers "
+            f"(nn.Parameter or nn.Embedding); its parameters have sizes {[p.numel() for p in model.parameters()]}"
+        )
+    if sum(p.numel() for p in model.parameters()) != max_len * d_model:
+        raise ExerciseFailure(
+            f"your module has {sum(p.numel() for p in model.parameters())} parameters; a table of learned positions "
+            f"has exactly max_len x d_model = {max_len * d_model}"
+        )
+    return fitting[0]
+
+
+def _check_learned_positions(answer) -> None:
+    generator = random_generator()
+    max_len, d_model = int(torch.randint(5, 10, (), generator=generator)), int(torch.randint(2, 7, (), generator=generator))
+    model = call(answer, max_len, d_model)
+    if not isinstance(model, nn.Module):
+        raise ExerciseFailure(f"LearnedPositions(max_len, d_model) should build a torch.nn.Module, but built a {type(model).__name__}")
+    table = _position_table(model, max_len, d_model)
+    with torch.no_grad():
+        table.copy_(torch.randn(table.shape, generator=generator))
+    rows = table.detach().reshape(max_len, d_model)
+    # Lengths 1, a middle one and exactly max_len must work; each token gets the row of its position.
+    for T in (1, max_len // 2 + 1, max_len):
+        x = torch.randn(3, T, d_model, generator=generator)
+        try:
+            got = call(model, x.clone())
+        except ValueError as error:
+            raise ExerciseFailure(
+                f"a sequence of {T} tokens with max_len={max_len} must work, but your module raised ValueError "
+                f"({error}): the table has rows 0 to max_len - 1, so refuse only T > max_len"
+            ) from None
+        diagnose(
+            got,
+            x + rows[:T],
+            f"the output for x of shape {(3, T, d_model)} (max_len={max_len})",
+            known_mistakes={
+                "positions start at 0: token t gets row t of the table": x + rows[1 : T + 1] if T < max_len else None,
+                "you added position b to every token of sequence b; token t gets row t, broadcast over the batch": (
+                    x + rows[:3, None, :] if 3 <= max_len else None
+                ),
+            },
+        )
+    # Training moves exactly the rows of the positions that occur.
+    model.zero_grad()
+    T = max_len - 2
+    call(model, torch.randn(2, T, d_model, generator=generator)).sum().backward()
+    gradient = table.grad.reshape(max_len, d_model) if table.grad is not None else None
+    if gradient is None or not (gradient[:T] != 0).all():
+        raise ExerciseFailure("the positions get no gradient: add the table's rows to x so training can change them")
+    if (gradient[T:] != 0).any():
+        raise ExerciseFailure(f"rows {T} and after get a gradient from a sequence of {T} tokens: add only table[:T]")
+    # One token too many must raise a ValueError that names both lengths.
+    too_long = torch.randn(2, max_len + 1, d_model, generator=generator)
+    try:
+        call(model, too_long)
+    except ValueError as error:
+        text = str(error)
+        if str(max_len + 1) not in text or str(max_len) not in text.replace(str(max_len + 1), ""):
+            raise ExerciseFailure(
+                f"your ValueError for a sequence of {max_len + 1} tokens says {text!r}; name both numbers, what was "
+                f"given ({max_len + 1} tokens) and what is expected (at most max_len={max_len})"
+            ) from None
+        return
+    except AssertionError:
+        raise ExerciseFailure(
+            "an assert is not a length check: it vanishes under python -O and raises AssertionError; raise "
+            f"ValueError naming both numbers ({max_len + 1} tokens, max_len={max_len})"
+        ) from None
+    except Exception as error:  # noqa: BLE001 - the student's error, reported by name
+        raise ExerciseFailure(
+            f"a sequence of {max_len + 1} tokens (max_len={max_len}) should raise ValueError naming both numbers, "
+            f"but your module raised {type(error).__name__}: there is no length check, so it failed further in"
+        ) from None
+    raise ExerciseFailure(
+        f"a sequence of {max_len + 1} tokens (max_len={max_len}) went through without an error; raise ValueError "
+        "naming both numbers when T > max_len"
+    )
+
+
+register(
+    "5.6",
+    "Learned positions with a length check",
+    _check_learned_positions,
+    solution=_LearnedPositionsSolution,
+    mistakes=[
+        Mistake("no length check", _PositionsWithoutCheck, "there is no length check"),
+        Mistake("check off by one", _PositionsCheckOffByOne, "so refuse only T > max_len"),
+        Mistake("table not learned", _PositionsNotLearned, "is a buffer"),
+        Mistake("error without the numbers", _PositionsVagueError, "name both numbers"),
+        Mistake("assert instead of ValueError", _PositionsWithAssert, "an assert is not a length check"),
     ],
 )

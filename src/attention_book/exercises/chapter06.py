@@ -41,6 +41,11 @@ def _masks_without_diagonal(source_padding, T_out):
     return torch.ones(T_out, T_out, dtype=torch.bool).tril(-1), cross_mask
 
 
+def _masks_without_causal_mask(source_padding, T_out):
+    _, cross_mask = _decoder_masks_solution(source_padding, T_out)
+    return torch.ones(T_out, T_out, dtype=torch.bool), cross_mask
+
+
 def _masks_causal_cross_attention(source_padding, T_out):
     self_mask, cross_mask = _decoder_masks_solution(source_padding, T_out)
     T_in = source_padding.shape[1]
@@ -116,6 +121,8 @@ def _check_decoder_masks(answer) -> None:
                 "the diagonal is missing: a token may attend to itself (j = i), so use tril(), not tril(-1); "
                 "without it the first row is all False": _masks_without_diagonal(padding, T)[0].float(),
                 "the mask is inverted: True means 'may attend'": _masks_inverted(padding, T)[0].float(),
+                "there is no causal mask at all (every entry True): position i may only look at keys j <= i, "
+                "the lower triangle with its diagonal, torch.ones(T, T, dtype=torch.bool).tril()": _masks_without_causal_mask(padding, T)[0].float(),
             },
         )
         diagnose(
@@ -145,6 +152,7 @@ register(
         Mistake("padding on the queries", _masks_padding_on_queries, "the source padding masks the columns"),
         Mistake("float masks", _masks_as_numbers, "return a boolean mask"),
         Mistake("inverted", _masks_inverted, "the mask is inverted"),
+        Mistake("no causal mask", _masks_without_causal_mask, "there is no causal mask at all"),
     ],
 )
 
@@ -348,6 +356,18 @@ def _changes_the_past(model, tokens, vocab_size):
         return not torch.allclose(model(changed)[:, 1:], model(tokens)[:, 1:], atol=1e-6)
 
 
+def _loop_starts_at_one(model, tokens, vocab_size):
+    """The right test, except that the loop skips t = 0 (a leak into the first position goes unseen)."""
+    with torch.no_grad():
+        original = model(tokens)
+        for t in range(1, tokens.shape[1] - 1):
+            changed = tokens.clone()
+            changed[:, t + 1 :] = (changed[:, t + 1 :] + 1) % vocab_size
+            if not torch.allclose(model(changed)[:, : t + 1], original[:, : t + 1], atol=1e-6):
+                return True
+    return False
+
+
 def _never_sees_the_future(model, tokens, vocab_size):
     return False
 
@@ -377,6 +397,10 @@ def _future_cases(generator: torch.Generator) -> tuple[list, torch.Tensor, int]:
     one_ahead = torch.ones(T, T, dtype=torch.bool).tril(1)
     middle = causal.clone()
     middle[3, 5] = True  # only position 3 may read the token at position 5
+    into_first = causal.clone()
+    into_first[0, 1] = True  # only the first position reads one token ahead
+    from_last = causal.clone()
+    from_last[T - 2, T - 1] = True  # only the last token leaks, into the position just before it
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (), generator=generator)))
         cases = [
@@ -384,6 +408,8 @@ def _future_cases(generator: torch.Generator) -> tuple[list, torch.Tensor, int]:
             ("a model without any mask (every position sees every token)", _OneLayerModel(vocab_size, torch.ones(T, T, dtype=torch.bool)).eval(), True),
             ("a model whose mask lets each position see one token ahead", _OneLayerModel(vocab_size, one_ahead).eval(), True),
             ("a model in which a single token in the middle (position 5) leaks into one earlier position (3)", _OneLayerModel(vocab_size, middle).eval(), True),
+            ("a model in which only the FIRST position (0) sees the token after it", _OneLayerModel(vocab_size, into_first).eval(), True),
+            (f"a model in which only the LAST token (position {T - 1}) leaks, into position {T - 2}", _OneLayerModel(vocab_size, from_last).eval(), True),
             ("a causal two-layer ab.LanguageModel", LanguageModel(vocab_size, 16, 2, 32, 2, max_len=T).eval(), False),
             ("a two-layer ab.LanguageModel built with causal=False", LanguageModel(vocab_size, 16, 2, 32, 2, max_len=T, causal=False).eval(), True),
         ]
@@ -411,6 +437,11 @@ def _check_sees_the_future(answer) -> None:
                 "included, and later positions depend on earlier tokens: change only tokens AFTER t and compare only "
                 "the outputs at positions up to t"
             )
+        if "FIRST position" in what:
+            raise ExerciseFailure(
+                f"you missed {what}: a leak into position 0 goes unseen when the loop over t starts at 1. Test "
+                "every position t from 0 to T - 2: change the tokens after t and compare the outputs at 0..t"
+            )
         if "middle" in what:
             raise ExerciseFailure(
                 f"you missed {what}: a leak can come from any token and reach any earlier position. For every position t, "
@@ -434,5 +465,393 @@ register(
         Mistake("checks only the first position", _checks_only_the_first_position, "a single token in the middle"),
         Mistake("changes the past", _changes_the_past, "change only tokens AFTER t"),
         Mistake("always False", _never_sees_the_future, "you missed a model without any mask"),
+        Mistake("loop starts at t = 1", _loop_starts_at_one, "a leak into position 0 goes unseen"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 6.4 The position-wise feed-forward
+
+
+def _feed_forward_solution(x, W1, b1, W2, b2):
+    """relu(x W1 + b1) W2 + b2 for x (batch, T, d_model), W1 (d_model, d_ff), W2 (d_ff, d_model)."""
+    hidden = torch.relu(x @ W1 + b1)  # (batch, T, d_ff): every position on its own
+    return hidden @ W2 + b2  # (batch, T, d_model)
+
+
+def _ff_without_activation(x, W1, b1, W2, b2):
+    return (x @ W1 + b1) @ W2 + b2
+
+
+def _ff_relu_on_output(x, W1, b1, W2, b2):
+    return torch.relu(_feed_forward_solution(x, W1, b1, W2, b2))
+
+
+def _ff_without_biases(x, W1, b1, W2, b2):
+    return torch.relu(x @ W1) @ W2
+
+
+def _ff_mixing_positions(x, W1, b1, W2, b2):
+    """Normalises over the positions: the output of a token depends on the others."""
+    out = _feed_forward_solution(x, W1, b1, W2, b2)
+    return out - out.mean(dim=1, keepdim=True)
+
+
+def _ff_bias_inside(x, W1, b1, W2, b2):
+    return torch.relu(x @ W1) @ W2 + b1 @ W2 + b2  # the first bias added after the ReLU
+
+
+_FF_HINTS = {
+    "no_activation": "there is no ReLU between the two layers: two linear maps in a row are one linear map; "
+    "compute relu(x W1 + b1) W2 + b2",
+    "relu_on_output": "the ReLU belongs between the layers only; your output is also clipped at 0, so it can "
+    "never be negative",
+    "no_biases": "the biases b1 and b2 are missing",
+    "bias_after_relu": "b1 is added before the ReLU, inside it: relu(x W1 + b1)",
+    "mixing": "each position must be transformed on its own (position-wise): the output of token t may depend "
+    "only on x[:, t], but yours changes when other tokens change",
+}
+
+
+def _check_feed_forward(answer) -> None:
+    generator = random_generator()
+    # (batch, T, d_model, d_ff): several tokens; a single token; d_ff == d_model (where a transposed W fits).
+    for batch, T, d_model, d_ff in [(2, 5, 4, 7), (3, 1, 6, 10), (1, 4, 5, 5)]:
+        x = torch.randn(batch, T, d_model, generator=generator)
+        W1 = torch.randn(d_model, d_ff, generator=generator) / d_model**0.5
+        W2 = torch.randn(d_ff, d_model, generator=generator) / d_ff**0.5
+        b1, b2 = torch.randn(d_ff, generator=generator), torch.randn(d_model, generator=generator)
+        args = (x, W1, b1, W2, b2)
+        where = f"for x of shape {(batch, T, d_model)} and d_ff={d_ff}"
+        got = call(answer, *(a.clone() for a in args))
+        known = {
+            _FF_HINTS["no_activation"]: _ff_without_activation(*args),
+            _FF_HINTS["relu_on_output"]: _ff_relu_on_output(*args),
+            _FF_HINTS["no_biases"]: _ff_without_biases(*args),
+            _FF_HINTS["bias_after_relu"]: _ff_bias_inside(*args),
+            _FF_HINTS["mixing"]: _ff_mixing_positions(*args) if T > 1 else None,
+        }
+        if d_ff == d_model:
+            known["W1 and W2 are used transposed (nn.Linear's convention); this exercise uses x W1 with W1 of "
+                  "shape (d_model, d_ff)"] = _feed_forward_solution(x, W1.T, b1, W2.T, b2)
+        diagnose(got, _feed_forward_solution(*args), f"the output {where}", known_mistakes=known)
+        # Position-wise: changing the other tokens leaves token 0's output alone.
+        if T > 1:
+            changed = x.clone()
+            changed[:, 1:] = torch.randn(batch, T - 1, d_model, generator=generator)
+            again = call(answer, changed, W1, b1, W2, b2)
+            if not torch.allclose(again[:, 0], got[:, 0], atol=1e-5):
+                raise ExerciseFailure(f"{where}: {_FF_HINTS['mixing']}")
+
+
+register(
+    "6.4",
+    "The position-wise feed-forward",
+    _check_feed_forward,
+    solution=_feed_forward_solution,
+    mistakes=[
+        Mistake("no activation", _ff_without_activation, "there is no ReLU between the two layers"),
+        Mistake("ReLU on the output too", _ff_relu_on_output, "the ReLU belongs between the layers only"),
+        Mistake("no biases", _ff_without_biases, "the biases b1 and b2 are missing"),
+        Mistake("mixes positions", _ff_mixing_positions, "position-wise"),
+        Mistake("b1 after the ReLU", _ff_bias_inside, "b1 is added before the ReLU"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 6.5 Greedy decoding without teacher forcing
+
+
+@torch.no_grad()
+def _greedy_solution(model, source: torch.Tensor, max_len: int, bos: int, eos: int) -> torch.Tensor:
+    """Feed the model its own predictions: (batch, L) tokens without BOS, EOS after a sequence ends, L <= max_len."""
+    memory = model.encode(source)  # (batch, T_in, d_model)
+    generated = torch.full((source.shape[0], 1), bos, dtype=torch.long)  # (batch, 1): BOS
+    finished = torch.zeros(source.shape[0], dtype=torch.bool)
+    for _ in range(max_len):
+        logits = model.decode(generated, memory)  # (batch, t, vocab)
+        next_token = logits[:, -1].argmax(dim=-1)  # (batch,): the prediction after the last token
+        next_token = torch.where(finished, torch.full_like(next_token, eos), next_token)
+        generated = torch.cat([generated, next_token[:, None]], dim=1)  # the model reads its own output
+        finished |= next_token == eos
+        if finished.all():
+            break
+    return generated[:, 1:]
+
+
+class _ScriptedModel(nn.Module):
+    """A stand-in encoder-decoder whose next token is a fixed function of the source and the prefix.
+
+    The token after a prefix is ``3 + (7 * source_sum + 5 * prefix_sum + 3 * len) % (vocab - 3)``,
+    except that sequence b says EOS (2) once its prefix has ``stop[b]`` tokens (BOS included); a
+    decoder that does not read its own output, reads the wrong position, or ignores EOS gets other tokens.
+    """
+
+    def __init__(self, stop: list[int], vocab_size: int = 11):
+        super().__init__()
+        self.stop, self.vocab_size = stop, vocab_size
+        self.calls = 0
+
+    def encode(self, source, source_padding=None):
+        return source.float().sum(dim=1, keepdim=True)[..., None].expand(-1, 1, 4)  # (batch, 1, 4)
+
+    def decode(self, generated, memory, source_padding=None):
+        self.calls += 1
+        batch, t = generated.shape
+        logits = torch.zeros(batch, t, self.vocab_size)
+        source_sum = memory[:, 0, 0].long()
+        for b in range(batch):
+            for i in range(t):
+                prefix = generated[b, : i + 1]
+                if len(prefix) >= self.stop[b]:
+                    token = 2
+                else:
+                    token = 3 + int(7 * source_sum[b] + 5 * prefix.sum() + 3 * len(prefix)) % (self.vocab_size - 3)
+                logits[b, i, token] = 1.0
+        return logits
+
+    def forward(self, source, target_in, source_padding=None, target_padding=None):
+        raise ExerciseFailure("you called model(source, target): that is teacher forcing; call model.encode once, then model.decode step by step")
+
+
+def _greedy_bos_only(model, source, max_len, bos, eos):
+    """Feeds BOS alone at every step (never its own output)."""
+    memory = model.encode(source)
+    start = torch.full((source.shape[0], 1), bos, dtype=torch.long)
+    tokens = [model.decode(start, memory)[:, -1].argmax(dim=-1) for _ in range(max_len)]
+    return torch.stack(tokens, dim=1)
+
+
+def _greedy_first_position(model, source, max_len, bos, eos):
+    memory = model.encode(source)
+    generated = torch.full((source.shape[0], 1), bos, dtype=torch.long)
+    finished = torch.zeros(source.shape[0], dtype=torch.bool)
+    for _ in range(max_len):
+        next_token = model.decode(generated, memory)[:, 0].argmax(dim=-1)  # the first position's prediction
+        next_token = torch.where(finished, torch.full_like(next_token, eos), next_token)
+        generated = torch.cat([generated, next_token[:, None]], dim=1)
+        finished |= next_token == eos
+        if finished.all():
+            break
+    return generated[:, 1:]
+
+
+def _greedy_keeps_bos(model, source, max_len, bos, eos):
+    result = _greedy_solution(model, source, max_len, bos, eos)
+    return torch.cat([torch.full((source.shape[0], 1), bos, dtype=torch.long), result], dim=1)[:, : result.shape[1] + 1]
+
+
+def _greedy_ignores_eos(model, source, max_len, bos, eos):
+    memory = model.encode(source)
+    generated = torch.full((source.shape[0], 1), bos, dtype=torch.long)
+    for _ in range(max_len):
+        next_token = model.decode(generated, memory)[:, -1].argmax(dim=-1)
+        generated = torch.cat([generated, next_token[:, None]], dim=1)
+    return generated[:, 1:]
+
+
+def _greedy_stops_at_first_eos(model, source, max_len, bos, eos):
+    memory = model.encode(source)
+    generated = torch.full((source.shape[0], 1), bos, dtype=torch.long)
+    for _ in range(max_len):
+        next_token = model.decode(generated, memory)[:, -1].argmax(dim=-1)
+        generated = torch.cat([generated, next_token[:, None]], dim=1)
+        if (next_token == eos).any():
+            break
+    return generated[:, 1:]
+
+
+_GREEDY_HINTS = {
+    "bos_only": "every step's prediction reads only BOS (a decoder input that never grows, or the logits at "
+    "position 0): take the prediction at the LAST position, logits[:, -1], and append each predicted token to the "
+    "decoder's input, so the next step reads the model's own output (no teacher forcing)",
+    "keeps_bos": "your output starts with BOS: return the generated tokens without the leading BOS",
+    "ignores_eos": "a sequence that has produced EOS must stay finished: every later position is EOS (the model's "
+    "further predictions are ignored), and decoding stops once every sequence has finished",
+    "first_eos": "you stopped when the FIRST sequence produced EOS; stop only when EVERY sequence has, and fill "
+    "the finished ones with EOS meanwhile",
+}
+
+
+def _check_greedy(answer) -> None:
+    generator = random_generator()
+    bos, eos = 1, 2
+    # Four sources: one ends after its first token, one hits max_len without EOS, two end in between.
+    max_len = int(torch.randint(6, 9, (), generator=generator))
+    for stop in ([2, max_len + 5, 4, 5], [max_len + 5], [3, 3]):
+        source = torch.randint(3, 11, (len(stop), 5), generator=generator)
+        model = _ScriptedModel(stop)
+        where = f"for {len(stop)} source sequences, max_len={max_len}, EOS after {[min(s - 1, max_len) for s in stop]} tokens"
+        got = call(answer, model, source.clone(), max_len, bos, eos)
+        expected = _greedy_solution(model, source, max_len, bos, eos)
+        known = {
+            _GREEDY_HINTS["bos_only"]: _greedy_bos_only(model, source, max_len, bos, eos),
+            _GREEDY_HINTS["keeps_bos"]: _greedy_keeps_bos(model, source, max_len, bos, eos),
+            _GREEDY_HINTS["ignores_eos"]: _greedy_ignores_eos(model, source, max_len, bos, eos),
+            _GREEDY_HINTS["first_eos"]: _greedy_stops_at_first_eos(model, source, max_len, bos, eos),
+        }
+        if isinstance(got, torch.Tensor) and got.shape[0] == expected.shape[0] and got.shape[1] != expected.shape[1]:
+            for hint, wrong in known.items():
+                if wrong.shape == got.shape and torch.equal(got.long(), wrong):
+                    raise ExerciseFailure(f"the tokens {where} are wrong: {hint}")
+            raise ExerciseFailure(
+                f"the tokens {where} have length {got.shape[1]}, but decoding should stop after {expected.shape[1]} "
+                f"steps: {_GREEDY_HINTS['ignores_eos'] if got.shape[1] > expected.shape[1] else _GREEDY_HINTS['first_eos']}"
+            )
+        diagnose(got.float() if isinstance(got, torch.Tensor) else got, expected.float(), f"the tokens {where}",
+                 known_mistakes={hint: wrong.float() for hint, wrong in known.items()}, atol=0.0, rtol=0.0)
+
+
+register(
+    "6.5",
+    "Greedy decoding without teacher forcing",
+    _check_greedy,
+    solution=_greedy_solution,
+    mistakes=[
+        Mistake("decodes from BOS alone", _greedy_bos_only, "every step's prediction reads only BOS"),
+        Mistake("first position's prediction", _greedy_first_position, "every step's prediction reads only BOS"),
+        Mistake("keeps BOS", _greedy_keeps_bos, "your output starts with BOS"),
+        Mistake("ignores EOS", _greedy_ignores_eos, "must stay finished"),
+        Mistake("stops at the first EOS", _greedy_stops_at_first_eos, "stopped when the FIRST sequence produced EOS"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 6.6 An evaluation loop
+
+
+def _accuracy_solution(model: nn.Module, batches) -> float:
+    """Accuracy of model(inputs).argmax(-1) over all (inputs, labels) batches: eval mode, no gradients,
+    the model's mode restored afterwards."""
+    was_training = model.training
+    model.eval()  # dropout off
+    correct = total = 0
+    with torch.no_grad():  # no graph: nothing here is trained
+        for inputs, labels in batches:
+            correct += int((model(inputs).argmax(dim=-1) == labels).sum())
+            total += len(labels)
+    model.train(was_training)  # give the model back as it was
+    return correct / total
+
+
+class _WatchedModel(nn.Module):
+    """A linear classifier with heavy dropout that records, at every call, its mode and whether autograd was on."""
+
+    def __init__(self, d: int, classes: int, generator: torch.Generator):
+        super().__init__()
+        self.linear = nn.Linear(d, classes)
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.randn(classes, d, generator=generator))
+            self.linear.bias.zero_()
+        self.dropout = nn.Dropout(0.5)
+        self.seen_training, self.seen_grad = [], []
+
+    def forward(self, x):
+        self.seen_training.append(self.training)
+        self.seen_grad.append(torch.is_grad_enabled())
+        return self.linear(self.dropout(x))
+
+
+def _accuracy_in_train_mode(model, batches):
+    with torch.no_grad():
+        correct = sum(int((model(x).argmax(-1) == y).sum()) for x, y in batches)
+    return correct / sum(len(y) for _, y in batches)
+
+
+def _accuracy_with_gradients(model, batches):
+    was_training = model.training
+    model.eval()
+    correct = sum(int((model(x).argmax(-1) == y).sum()) for x, y in batches)
+    model.train(was_training)
+    return correct / sum(len(y) for _, y in batches)
+
+
+def _accuracy_not_restored(model, batches):
+    model.eval()
+    with torch.no_grad():
+        correct = sum(int((model(x).argmax(-1) == y).sum()) for x, y in batches)
+    return correct / sum(len(y) for _, y in batches)
+
+
+def _accuracy_always_back_to_train(model, batches):
+    model.eval()
+    with torch.no_grad():
+        correct = sum(int((model(x).argmax(-1) == y).sum()) for x, y in batches)
+    model.train()
+    return correct / sum(len(y) for _, y in batches)
+
+
+def _accuracy_mean_of_batches(model, batches):
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        accuracies = [float((model(x).argmax(-1) == y).float().mean()) for x, y in batches]
+    model.train(was_training)
+    return sum(accuracies) / len(accuracies)
+
+
+def _check_accuracy(answer) -> None:
+    generator = random_generator()
+    d, classes = 6, 3
+    # Batches of unequal sizes (the last one a single example), so that a mean of batch accuracies is off.
+    sizes = [16, 9, 1]
+    for start_in_training in (True, False):
+        model = _WatchedModel(d, classes, generator)
+        model.train(start_in_training)
+        batches = []
+        for size in sizes:
+            x = torch.randn(size, d, generator=generator)
+            with torch.no_grad():
+                clean = model.linear(x).argmax(-1)
+            labels = torch.where(torch.rand(size, generator=generator) < 0.7, clean, torch.randint(0, classes, (size,), generator=generator))
+            batches.append((x, labels))
+        with torch.no_grad():
+            correct = sum(int((model.linear(x).argmax(-1) == y).sum()) for x, y in batches)
+        expected = correct / sum(sizes)
+        mode = "training" if start_in_training else "evaluation"
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**31 - 1, (), generator=generator)))
+            result = call(answer, model, batches)
+        if model.seen_training and any(model.seen_training):
+            raise ExerciseFailure(
+                "the model ran in TRAINING mode during evaluation, so dropout zeroed half its inputs at random: call "
+                "model.eval() before the loop"
+            )
+        if any(model.seen_grad):
+            raise ExerciseFailure(
+                "the evaluation ran with autograd on, building a graph for every batch: wrap the loop in "
+                "torch.no_grad() (or torch.inference_mode())"
+            )
+        if model.training != start_in_training:
+            raise ExerciseFailure(
+                f"the model was in {mode} mode before your function and is in "
+                f"{'training' if model.training else 'evaluation'} mode after it: restore the mode it HAD "
+                "(was_training = model.training ... model.train(was_training)), not always train() or eval()"
+            )
+        if isinstance(result, torch.Tensor) and result.numel() == 1:
+            result = result.item()
+        if not isinstance(result, (int, float)) or isinstance(result, bool):
+            raise ExerciseFailure(f"your function returned {result!r}; return the accuracy, a float between 0 and 1")
+        batch_mean = sum(float((model.linear(x).argmax(-1) == y).float().mean()) for x, y in batches) / len(batches)
+        if abs(result - expected) > 1e-9:
+            if abs(result - batch_mean) < 1e-9:
+                raise ExerciseFailure(
+                    f"you averaged the accuracies of the batches ({sizes} examples): a batch of 1 then counts as much "
+                    "as one of 16. Count the correct predictions and divide by the number of examples"
+                )
+            raise ExerciseFailure(f"for batches of {sizes} examples (model in {mode} mode) the accuracy is {expected:.4f}, but you returned {result:.4f}")
+
+
+register(
+    "6.6",
+    "An evaluation loop",
+    _check_accuracy,
+    solution=_accuracy_solution,
+    mistakes=[
+        Mistake("left in train mode", _accuracy_in_train_mode, "ran in TRAINING mode"),
+        Mistake("no torch.no_grad()", _accuracy_with_gradients, "with autograd on"),
+        Mistake("mode not restored", _accuracy_not_restored, "restore the mode it HAD"),
+        Mistake("always back to train()", _accuracy_always_back_to_train, "restore the mode it HAD"),
+        Mistake("mean of batch accuracies", _accuracy_mean_of_batches, "you averaged the accuracies of the batches"),
     ],
 )

@@ -56,6 +56,11 @@ def _pool_inverted_mask(hidden, padding_mask):
     return (hidden * padding).sum(dim=1) / padding.sum(dim=1).clamp_min(1)
 
 
+def _pool_over_the_batch(hidden, padding_mask):
+    weights = padding_mask[..., None].to(hidden.dtype)
+    return (hidden * weights).sum(dim=0) / weights.sum(dim=0).clamp_min(1)  # (T, d): averaged over sentences
+
+
 def _pool_divided_by_batch_count(hidden, padding_mask):
     weights = padding_mask[..., None].to(hidden.dtype)
     return (hidden * weights).sum(dim=1) / weights.sum()
@@ -68,6 +73,8 @@ _POOLING_MISTAKES = {
     "you took the first token's vector ([CLS] pooling); average the vectors of all real tokens instead": _pool_first_token,
     "your mask is the wrong way round: True marks the REAL tokens, so you averaged the padding": _pool_inverted_mask,
     "you divided by the number of real tokens in the whole batch; divide each sentence by its own count": _pool_divided_by_batch_count,
+    "you averaged over the BATCH axis (dim=0), one vector per position; average over the tokens of each "
+    "sentence, dim=1, to get one vector per sentence": _pool_over_the_batch,
 }
 
 
@@ -109,6 +116,7 @@ register(
         Mistake("first token", _pool_first_token, "[CLS] pooling"),
         Mistake("inverted mask", _pool_inverted_mask, "mask is the wrong way round"),
         Mistake("divided by the batch's count", _pool_divided_by_batch_count, "in the whole batch"),
+        Mistake("averaged over the batch axis", _pool_over_the_batch, "you averaged over the BATCH axis"),
     ],
 )
 
@@ -271,6 +279,22 @@ def _best_by_training_accuracy(train_features, train_labels, valid_features, val
     return max(range(len(scores)), key=lambda i: scores[i])
 
 
+def _trained_on_validation(train_features, train_labels, valid_features, valid_labels):
+    scores = [
+        probe_accuracy(train_linear_probe(valid_features[:, i], valid_labels), valid_features[:, i], valid_labels)
+        for i in range(valid_features.shape[1])
+    ]
+    return max(range(len(scores)), key=lambda i: scores[i])
+
+
+def _trained_on_validation_judged_on_training(train_features, train_labels, valid_features, valid_labels):
+    scores = [
+        probe_accuracy(train_linear_probe(valid_features[:, i], valid_labels), train_features[:, i], train_labels)
+        for i in range(valid_features.shape[1])
+    ]
+    return max(range(len(scores)), key=lambda i: scores[i])
+
+
 def _always_last_layer(train_features, train_labels, valid_features, valid_labels):
     return train_features.shape[1] - 1
 
@@ -295,14 +319,16 @@ def _layer_features(generator: torch.Generator, num_layers: int = 7, n_train: in
     """Synthetic per-layer features with known roles. Returns (train, train_labels, valid, valid_labels, roles).
 
     best: a clear class signal (about 90% separable). trap: one feature equals the label on the
-    training set only (100% training accuracy, chance on validation). loud: huge features without
+    training set only (100% training accuracy, chance on validation). valid_trap: a clear signal on
+    the training set only and a feature that equals the label on the validation set only (a probe
+    fitted on validation scores 100% there; one fitted on training, about chance). loud: huge features without
     signal. flipped: the class signal reverses between training and validation (the worst layer).
     every other layer, the last included: a weak signal (about 70%).
     """
     best = int(torch.randint(1, num_layers - 2, (), generator=generator))  # neither 0 nor one of the last two
     others = [i for i in range(num_layers - 1) if i not in (best, best + 1)]
-    picked = torch.randperm(len(others), generator=generator)[:3].tolist()
-    trap, loud, flipped = (others[i] for i in picked)
+    picked = torch.randperm(len(others), generator=generator)[:4].tolist()
+    trap, loud, flipped, valid_trap = (others[i] for i in picked)
     train_labels = torch.arange(n_train) % 2
     valid_labels = torch.arange(n_valid) % 2
     train_labels = train_labels[torch.randperm(n_train, generator=generator)]
@@ -321,6 +347,11 @@ def _layer_features(generator: torch.Generator, num_layers: int = 7, n_train: in
             train[:, layer], valid[:, layer] = signal(train_labels, 1.4, direction), signal(valid_labels, 1.4, direction)
         elif layer == flipped:
             train[:, layer], valid[:, layer] = signal(train_labels, 1.0, direction), signal(valid_labels, -1.0, direction)
+        elif layer == valid_trap:  # a signal only in training, a shortcut (feature 0) only in validation
+            direction[0] = 0.0
+            train[:, layer] = signal(train_labels, 1.4, direction / direction.norm())
+            valid[:, layer] = torch.randn(n_valid, d, generator=generator)
+            valid[:, layer, 0] = 3.0 * (2 * valid_labels - 1).float()
         elif layer == trap:
             train[:, layer] = torch.randn(n_train, d, generator=generator)
             train[:, layer, 0] = 3.0 * (2 * train_labels - 1).float()  # a shortcut that only the training set has
@@ -330,7 +361,7 @@ def _layer_features(generator: torch.Generator, num_layers: int = 7, n_train: in
             valid[:, layer] = 1000.0 * torch.randn(n_valid, d, generator=generator)
         else:
             train[:, layer], valid[:, layer] = signal(train_labels, 0.5, direction), signal(valid_labels, 0.5, direction)
-    roles = {"best": best, "trap": trap, "loud": loud, "flipped": flipped}
+    roles = {"best": best, "trap": trap, "loud": loud, "flipped": flipped, "valid_trap": valid_trap}
     return train, train_labels, valid, valid_labels, roles
 
 
@@ -355,6 +386,9 @@ def _check_best_layer(answer) -> None:
         roles["loud"]: "you picked the layer with the largest features; size says nothing about how well they separate "
         "the classes. Train a probe per layer and compare validation accuracies",
         roles["flipped"]: "you returned the layer with the LOWEST validation accuracy; take the highest",
+        roles["valid_trap"]: "you trained the probes on the VALIDATION features (and scored them there), so a layer "
+        "with a shortcut that only the validation set has wins. Fit each probe on the training features only; the "
+        "validation features are for comparing the layers",
         num_layers - 1: "the last layer is not always the best one; measure every layer",
         best + 1: "your layer number is one too high: layer 0 is the embedding output, so count from 0 (range(num_layers))",
     }
@@ -379,5 +413,6 @@ register(
         Mistake("largest features", _largest_features, "largest features"),
         Mistake("counted layers from 1", _counted_from_one, "one too high"),
         Mistake("took the worst layer", _worst_layer, "LOWEST validation accuracy"),
+        Mistake("trained the probes on validation", _trained_on_validation, "trained the probes on the VALIDATION features"),
     ],
 )
