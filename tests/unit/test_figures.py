@@ -267,15 +267,24 @@ def test_plot_decoding_attention_labels_steps_with_fed_and_written_tokens():
 def test_chapter_7_figures_have_titles_and_labelled_axes(minilm):
     from attention_book.analysis.heads import HEAD_PATTERNS, strongest_heads
 
-    ax = chapter07.plot_learning_curves({"a": {100: 0.5, 300: 0.6}, "b": {100: 0.7}}, baseline=0.58)
-    assert ax.get_xlabel() == "labelled training examples" and ax.get_ylabel() == "test accuracy" and ax.get_title()
+    ax = chapter07.plot_learning_curves({"frozen": {100: (0.7, 0.68, 0.72), 300: (0.75, 0.7, 0.8)}, "scratch": {100: (0.55, 0.5, 0.6)}},
+                                        baseline=0.58)
+    assert ax.get_xlabel() == "labelled training examples (log scale)" and ax.get_title()
+    assert ax.get_ylabel() == "test accuracy\n(axis from 50%)" and ax.get_ylim() == (0.5, 1.0)  # a cut axis says so
+    assert {"frozen", "scratch", "always 'fresh' (58%)"} == {t.get_text() for t in ax.get_legend().get_texts()}
+    ax = chapter07.plot_similarity_gaps({"same verdict": (0.02, 0.01, 0.03), "a shared topic word": (0.05, 0.04, 0.06)})
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["same verdict", "a shared topic word"] and ax.get_xlabel()
+    figure = chapter07.plot_patch_attention(torch.rand(16, 16), torch.rand(4, 4), 4, title="a plus")
+    assert all(ax.get_title() for ax in figure.axes[:2]) and figure.get_size_inches()[0] <= chapter07.COLUMN_INCHES
     scores = {pattern: torch.rand(6, 12) for pattern in HEAD_PATTERNS}
     figure = chapter07.plot_head_scores(scores)
     titled = [ax for ax in figure.axes if ax.get_title()]
     assert len(titled) == len(HEAD_PATTERNS) and all(ax.get_xlabel() == "head" for ax in titled)
     heads = strongest_heads(scores)[:2]
+    assert figure.get_size_inches()[0] <= chapter07.COLUMN_INCHES  # shown unscaled in the 660 px page column
     figure = chapter07.plot_heads(minilm, "A fine film.", heads)
     assert all(ax.get_xlabel() == "keys (attended to)" for ax in figure.axes[:2])
+    assert figure.get_size_inches()[0] <= chapter07.COLUMN_INCHES
     assert not minilm.training
     ax = chapter07.plot_contextual_similarity({"same sense": [1.0, 0.9], "different sense": [1.0, 0.8]}, "bank")
     assert "bank" in ax.get_title()
