@@ -13,7 +13,8 @@ For every chapter ``SRC/NN_name.ipynb`` this writes ``DST/NN_name.ipynb`` where
   ``raise NotImplementedError("Exercise N.M: not implemented yet")``, so the cell still
   defines the names and a stub raises only when it is called. N.M is the exercise of the
   next ``check("N.M", ...)`` cell. The ``hide-input`` tag is removed from those cells.
-* check cells (tagged ``nbval-check-output``, the tag nbval reads) keep their stored, passing output and
+* check cells (tagged ``nbval-check-output``, the tag nbval reads) keep their stored, passing output,
+  each line labelled ``[not run yet; a passing answer prints:]`` (nbval_sanitize.cfg removes the label), and
   execution count, so ``pytest --nbval-lax DST/NN_name.ipynb`` fails on exactly the
   exercises that are not solved yet; every other output is cleared.
 * the header cell (tag ``chapter-header``) gets the title "N. Title: exercises" and one Colab
@@ -43,6 +44,12 @@ import nbformat
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
 CHECK_TAG = "nbval-check-output"
+# The stored output of a check cell in a student notebook starts with this label, so a student who
+# opens the notebook never sees a pass mark they did not earn: the line is shown as what a passing
+# answer will print. nbval_sanitize.cfg's [expected-line] section removes the label before nbval
+# compares, so `pytest --nbval-lax --nbval-sanitize-with nbval_sanitize.cfg` still fails exactly on
+# the unfinished exercises and passes once they are done.
+EXPECTED_LABEL = "[not run yet; a passing answer prints:] "
 HEADER_TAG = "chapter-header"
 SETUP_TAG = "colab-setup"
 BANNER_TAG = "exercise-banner"
@@ -303,16 +310,30 @@ def banner_source(number: int, chapter_path: str, exercise_path: str) -> str:
             "**With pytest**, in a checkout of the book's repository:",
             "",
             "```bash",
-            f"pytest --nbval-lax {exercise_path}",
+            f"pytest --nbval-lax --nbval-sanitize-with nbval_sanitize.cfg {exercise_path}",
             "```",
             "",
             "runs the whole notebook and compares only the check cells (the cells tagged `nbval-check-output`)",
-            "with their stored output, which is the line of a passing answer: it fails once for",
-            "every exercise that does not pass yet, and passes when all of them do. In its report",
-            "the line starting with ❌ is what your answer printed, with the hint; the line starting",
-            "with ✅ is the passing line it expects.",
+            f"with their stored output. Until you run it, a check cell shows `{EXPECTED_LABEL.strip()}` and the line",
+            "a passing answer prints; the sanitizer (`nbval_sanitize.cfg`) removes that label before",
+            "comparing, so pytest fails once for every exercise that does not pass yet, and passes when all",
+            "of them do. In its report the line starting with ✗ is what your answer printed, with the",
+            "hint; the line starting with ✓ is the passing line it expects.",
         ]
     )
+
+
+def label_expected_output(cell) -> None:
+    """Prefix every line of a check cell's stored text output with :data:`EXPECTED_LABEL` (in place)."""
+    for output in cell.outputs:
+        if output.get("output_type") == "stream":
+            lines = output.text.splitlines(keepends=True)
+            output.text = "".join(line if line.startswith(EXPECTED_LABEL) else EXPECTED_LABEL + line for line in lines)
+
+
+def unlabel(text: str) -> str:
+    """The inverse of the label: what nbval compares after the sanitizer has run."""
+    return "".join(line[len(EXPECTED_LABEL):] if line.startswith(EXPECTED_LABEL) else line for line in text.splitlines(keepends=True))
 
 
 def _cell_id(seed: str) -> str:
@@ -355,6 +376,8 @@ def exercise_notebook(chapter, chapter_path: str, exercise_path: str):
                 problems.append(
                     f"cell {index}: the check cell has no stored output or execution count; execute the chapter first"
                 )
+            else:
+                label_expected_output(cell)
         else:
             _clear(cell)
     if problems:

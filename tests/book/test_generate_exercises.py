@@ -177,7 +177,7 @@ def _chapter(check_output: bool = True) -> nbformat.NotebookNode:
             cell.execution_count = number
             cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"output {number}\n")]
     cells[4].outputs = cells[7].outputs = []
-    cells[5].outputs = [nbformat.v4.new_output("stream", name="stdout", text="✅ Exercise 3.1 (First): passed.\n")]
+    cells[5].outputs = [nbformat.v4.new_output("stream", name="stdout", text="✓ Exercise 3.1 (First): passed.\n")]
     if not check_output:
         cells[5].outputs = []
     notebook.cells = cells
@@ -196,7 +196,8 @@ def test_the_exercise_notebook_of_a_chapter():
     )
     # banner right after the setup cell
     assert cells[2].metadata["tags"] == ["exercise-banner"] and cells[2].cell_type == "markdown"
-    assert "pytest --nbval-lax notebooks/exercises/03_x.ipynb" in cells[2].source and "summary(3)" in cells[2].source
+    assert "pytest --nbval-lax --nbval-sanitize-with nbval_sanitize.cfg notebooks/exercises/03_x.ipynb" in cells[2].source
+    assert "summary(3)" in cells[2].source
     assert [cell.get("id") for cell in cells] == ["cell-0", "cell-1", "exercise-banner"] + [f"cell-{n}" for n in range(2, 9)]
     solution_1, check_1, solution_2 = cells[5], cells[6], cells[8]
     assert 'raise NotImplementedError("Exercise 3.1: not implemented yet")' in solution_1.source
@@ -204,8 +205,10 @@ def test_the_exercise_notebook_of_a_chapter():
     assert 'raise NotImplementedError("Exercise 3.2: not implemented yet")' in solution_2.source
     assert solution_1.metadata["tags"] == ["keep"] and "tags" not in solution_2.metadata
     assert cells[1].metadata["tags"] == ["colab-setup", "hide-input"]
-    # check cells keep output and count; everything else is cleared
-    assert check_1.execution_count == 5 and "passed" in check_1.outputs[0].text
+    # check cells keep output and count, labelled as what a passing answer prints; everything else is cleared
+    assert check_1.execution_count == 5
+    assert check_1.outputs[0].text == generate.EXPECTED_LABEL + "✓ Exercise 3.1 (First): passed.\n"
+    assert chapter.cells[5].outputs[0].text == "✓ Exercise 3.1 (First): passed.\n"  # the chapter keeps its own
     for cell in cells:
         if cell.cell_type == "code" and cell is not check_1:
             assert cell.outputs == [] and cell.execution_count is None
@@ -228,7 +231,7 @@ def test_the_command_line_writes_checks_and_removes_orphans(tmp_path, capsys):
     assert "03_x.ipynb: missing" in capsys.readouterr().out
     assert generate.main(arguments) == 0
     written = (target / "03_x.ipynb").read_bytes()
-    assert b"pytest --nbval-lax notebooks/exercises/03_x.ipynb" in written  # paths relative to the project
+    assert b"pytest --nbval-lax --nbval-sanitize-with nbval_sanitize.cfg notebooks/exercises/03_x.ipynb" in written  # paths relative to the project
     assert generate.main(arguments) == 0 and (target / "03_x.ipynb").read_bytes() == written  # same bytes
     assert generate.main(["--check", *arguments]) == 0
     capsys.readouterr()
@@ -261,3 +264,26 @@ def test_the_real_chapters_generate_without_problems():
     for source in (ROOT / "notebooks", SAMPLE_EXERCISES):
         _, problems = generate.expected_outputs(source, source / "exercises")
         assert not problems, "\n".join(problems.values())
+
+
+def test_the_sanitizer_turns_a_labelled_pass_line_back_into_the_pass_line_and_nothing_else():
+    """What nbval compares in a student notebook: the stored, labelled line after nbval_sanitize.cfg
+    equals a passing answer's line, and differs from a failing one's (so nbval-lax fails on it)."""
+    import re
+
+    from nbval.plugin import get_sanitize_patterns
+
+    patterns = get_sanitize_patterns((ROOT / "nbval_sanitize.cfg").read_text(encoding="utf-8"))
+
+    def sanitized(text: str) -> str:
+        for regex, replace in patterns:
+            text = re.sub(regex, replace, text)
+        return text
+
+    passing = "✓ Exercise 5.5 (Add positions to token embeddings): passed.\n"
+    failing = "✗ Exercise 5.5 (Add positions to token embeddings): not implemented yet. Replace the `raise NotImplementedError` with your code.\n"
+    stored = generate.EXPECTED_LABEL + passing
+    assert not stored.startswith("✓") and generate.unlabel(stored) == passing
+    assert sanitized(stored) == sanitized(passing)
+    assert sanitized(stored) != sanitized(failing)
+    assert sanitized(passing) == passing  # chapters' own pass lines are untouched

@@ -162,7 +162,11 @@ def test_filling_in_the_solutions_gives_back_the_chapter(chapter, exercises):
     assert [cell.source for cell in _code_cells(filled)] == [cell.source for cell in _code_cells(chapter_nb)]
     for mine, theirs in zip(_code_cells(filled), _code_cells(chapter_nb)):
         if generate.is_check_cell(theirs):
-            assert mine.outputs == theirs.outputs and mine.execution_count == theirs.execution_count
+            # the same outputs, except that the student's are labelled as what a passing answer prints
+            assert [generate.unlabel(output.get("text", "")) for output in mine.outputs] == [
+                output.get("text", "") for output in theirs.outputs
+            ]
+            assert mine.execution_count == theirs.execution_count
         else:
             assert mine.outputs == [] and mine.execution_count is None
     # Stubs were really stubs: each solution cell of the student version differs from the chapter's.
@@ -215,6 +219,13 @@ def test_check_cells_keep_their_stored_passing_output(notebook):
         assert cell.outputs, f"{where}: check cell without its stored output"
         if generate.checked_exercise(cell):
             text = "".join(output.get("text", "") for output in cell.outputs if output.output_type == "stream")
+            assert len(text.splitlines()) == 1, f"{where}: a check cell prints exactly one line:\n{text}"
+            if "exercises" in notebook.parts:  # a student notebook: no pass mark that was not earned
+                assert text.startswith(generate.EXPECTED_LABEL + PASS_MARK), (
+                    f"{where}: a student's check cell must show its stored pass line labelled "
+                    f"{generate.EXPECTED_LABEL!r}, not as a pass:\n{text}"
+                )
+                text = generate.unlabel(text)
             assert text.startswith(PASS_MARK) and "passed." in text, f"{where}: the stored output is not a pass:\n{text}"
 
 

@@ -563,7 +563,8 @@ MASK_NO_DIAGONAL = "the diagonal is excluded from the mask: a token may attend t
 def attention_variants(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor | None = None) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Plausible wrong versions of ``softmax(Q K^T / sqrt(d_k)) V``: hint -> (H, A) on these inputs.
 
-    Computed in float64 from the inputs, so a checker can name the mistake an answer made: the
+    Computed in float64 from the inputs (a row left with nothing to attend to is nan, as a plain
+    masked softmax makes it), so a checker can name the mistake an answer made: the
     wrong softmax axis, a wrong scale (none, d_k, sqrt(T), multiplied), scores returned as weights,
     the keys averaged, and (with a mask) the mask ignored, inverted, applied after the softmax,
     transposed or without its diagonal. Variants that coincide with the right answer on these
@@ -577,7 +578,7 @@ def attention_variants(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: 
         S = raw / divisor
         if keep is not None and not after:
             S = S.masked_fill(~keep, float("-inf"))
-        A = torch.softmax(S, dim=dim).nan_to_num(0.0)
+        A = torch.softmax(S, dim=dim)  # a row with nothing allowed gives nan, as a plain softmax does
         if keep is not None and after:
             A = A.masked_fill(~keep, 0.0)
         return A @ values, A
@@ -604,7 +605,7 @@ def attention_variants(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: 
         if full.shape[-1] == full.shape[-2]:
             variants[MASK_TRANSPOSED] = attend(keep=full.transpose(-2, -1))
             eye = torch.eye(full.shape[-1], dtype=torch.bool)
-            if (full & eye).any() and (full & ~eye).any(dim=-1).all():
+            if (full & eye).any():
                 variants[MASK_NO_DIAGONAL] = attend(keep=full & ~eye)
     return {
         hint: (h.to(Q.dtype), a.to(Q.dtype))
