@@ -38,3 +38,43 @@ def test_a_tensor_answer_to_exercise_6_3_is_accepted_and_a_list_is_not(capsys):
     capsys.readouterr()
     assert not check("6.3", lambda *args: [solution(*args)])
     assert "should return True or False" in capsys.readouterr().out
+
+
+def test_the_package_feed_forward_passes_6_4(capsys):
+    def with_functional(x, W1, b1, W2, b2):
+        return torch.nn.functional.linear(torch.nn.functional.relu(torch.nn.functional.linear(x, W1.T, b1)), W2.T, b2)
+
+    assert check("6.4", with_functional), capsys.readouterr().out
+
+
+def test_the_package_greedy_decode_passes_6_5(capsys):
+    assert check("6.5", lambda model, source, max_len, bos, eos: ab.greedy_decode(model, source, max_len, bos, eos)), (
+        capsys.readouterr().out
+    )
+
+
+def test_teacher_forcing_through_forward_is_refused_by_6_5(capsys):
+    def forced(model, source, max_len, bos, eos):
+        return model(source, torch.full((source.shape[0], max_len), bos)).argmax(-1)
+
+    assert not check("6.5", forced)
+    assert "that is teacher forcing" in capsys.readouterr().out
+
+
+def test_an_evaluation_loop_with_ab_evaluating_passes_6_6(capsys):
+    def with_evaluating(model, batches):
+        correct = total = 0
+        with ab.evaluating(model), torch.no_grad():
+            for inputs, labels in batches:
+                correct += int((model(inputs).argmax(-1) == labels).sum())
+                total += len(labels)
+        return correct / total
+
+    assert check("6.6", with_evaluating), capsys.readouterr().out
+
+
+def test_the_first_position_and_leaks_into_position_0_are_in_6_3(capsys):
+    from attention_book.exercises import chapter06
+
+    assert not check("6.3", chapter06._loop_starts_at_one)
+    assert "leak into position 0" in capsys.readouterr().out

@@ -132,8 +132,12 @@ def test_a_wrong_type_is_described():
 
 def _from_a_cell(source: str, name: str):
     """A function compiled as ipykernel compiles a notebook cell (a file name under /tmp/ipykernel_*)."""
+    import linecache
+
+    filename = f"/tmp/ipykernel_4242/{abs(hash(source))}.py"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)  # as IPython does
     namespace = {"torch": torch, "math": math}
-    exec(compile(source, "/tmp/ipykernel_4242/1234567.py", "exec"), namespace)
+    exec(compile(source, filename, "exec"), namespace)
     return namespace[name]
 
 
@@ -149,7 +153,7 @@ def test_an_exception_names_the_students_line_and_its_likely_cause(capsys):
     line = capsys.readouterr().out
     assert line.count("\n") == 1
     assert "raised RuntimeError in attention(), line 3 of your cell `S = Q @ K / math.sqrt(d_k)`" in line
-    assert "Likely cause: a matrix product whose inner sizes do not match" in line
+    assert "Likely cause: a (batched) matrix product whose inner sizes do not match" in line
 
 
 def test_an_exception_in_a_file_names_the_file():

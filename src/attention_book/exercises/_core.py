@@ -193,6 +193,8 @@ LIKELY_CAUSES: list[tuple[str, str]] = [
      "reshape() (or .contiguous().view())"),
     ("cannot be multiplied", "a matrix product whose inner sizes do not match: check which operand needs .T "
      "(or .transpose(-2, -1)) and the shapes of the weight matrices"),
+    ("dimensions of batch2 tensor", "a (batched) matrix product whose inner sizes do not match: check which operand "
+     "needs .transpose(-2, -1) (K, not K^T, has the keys as rows)"),
     ("must match the size of tensor", "two tensors whose shapes do not broadcast: line up their axes "
      "(add one with [:, None] or unsqueeze, or transpose)"),
     ("is invalid for input of size", "a reshape/view to a shape with a different number of elements: "

@@ -627,8 +627,9 @@ def _check_add_positions(answer) -> None:
         embeddings = torch.randn(batch, T, d_model, generator=generator)
         table = torch.randn(num_positions, d_model, generator=generator)
         where = f"for embeddings of shape {(batch, T, d_model)} and a table of {num_positions} positions"
+        given = embeddings.clone()  # handed over and compared afterwards: it must not change
         try:
-            got = call(answer, embeddings.clone(), table.clone())
+            got = call(answer, given, table.clone())
         except RuntimeError as error:
             if "must match the size" in str(error) and num_positions != T:
                 raise ExerciseFailure(
@@ -644,8 +645,11 @@ def _check_add_positions(answer) -> None:
             _ADD_HINTS["reversed"]: _positions_reversed(embeddings, table),
         }
         diagnose(got, expected, f"the sum {where}", known_mistakes=known)
-        if not torch.equal(embeddings, embeddings.clone()):
-            raise ExerciseFailure("your function changed the embeddings in place: return a new tensor (x + ..., not x += ...)")
+        if not torch.equal(given, embeddings):
+            raise ExerciseFailure(
+                "your function changed the embeddings it was given (in place): return a new tensor, "
+                "embeddings + ..., not embeddings += ..."
+            )
 
 
 register(
