@@ -272,8 +272,8 @@ def test_chapter_7_figures_have_titles_and_labelled_axes(minilm):
     assert ax.get_xlabel() == "labelled training examples (log scale)" and ax.get_title()
     assert ax.get_ylabel() == "test accuracy\n(axis from 50%)" and ax.get_ylim() == (0.5, 1.0)  # a cut axis says so
     assert {"frozen", "scratch", "always 'fresh' (58%)"} == {t.get_text() for t in ax.get_legend().get_texts()}
-    ax = chapter07.plot_similarity_gaps({"same verdict": (0.02, 0.01, 0.03), "a shared topic word": (0.05, 0.04, 0.06)})
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["same verdict", "a shared topic word"] and ax.get_xlabel()
+    ax = chapter07.plot_similarity_gaps({"same verdict": (0.02, 0.01, 0.03), "a shared neutral word": (0.05, 0.04, 0.06)})
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["same verdict", "a shared neutral word"] and ax.get_xlabel()
     figure = chapter07.plot_patch_attention(torch.rand(16, 16), torch.rand(4, 4), 4, title="a plus")
     assert all(ax.get_title() for ax in figure.axes[:2]) and figure.get_size_inches()[0] <= chapter07.COLUMN_INCHES
     scores = {pattern: torch.rand(6, 12) for pattern in HEAD_PATTERNS}
