@@ -27,6 +27,7 @@ import argparse
 import base64
 import io
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -111,6 +112,18 @@ def read_png(data: bytes) -> tuple[int, float | None]:
         value = image.text.get(KEY) if hasattr(image, "text") else None
         width = image.width
     return width, (None if value in (None, "none") else float(value))
+
+
+SVG_FONT_SIZE = re.compile(r"""font-size\s*[:=]\s*["']?\s*([0-9.]+)\s*(px|pt|em|rem|%)?""")
+SVG_UNITS = {None: 1.0, "px": 1.0, "pt": 4 / 3, "em": 16.0, "rem": 16.0, "%": 0.16}
+
+
+def read_svg(data: bytes) -> float:
+    """The smallest font size an SVG figure declares, in its own pixels (an <img> renders it
+    alone, so relative sizes are taken against the browser's default 16 px; with no size
+    declared, text is 16 px). Nested relative sizes are not compounded."""
+    sizes = [float(value) * SVG_UNITS[unit or None] for value, unit in SVG_FONT_SIZE.findall(data.decode("utf-8", "replace"))]
+    return min(sizes, default=16.0)
 
 
 def shown_px(smallest_px: float, width: int, column: int = COLUMN_PX) -> float:

@@ -75,6 +75,12 @@ def test_the_smallest_text_is_measured_as_drawn_and_stamped_into_the_png():
     assert figure_audit.shown_px(10.0, 500) == 10.0  # never enlarged
 
 
+def test_an_svg_figure_reads_its_smallest_declared_font_size():
+    svg = b'<svg width="810" style="font-size: 0.8em"><text font-size="20">a</text><text style="font-size: 9pt">b</text></svg>'
+    assert figure_audit.read_svg(svg) == pytest.approx(12.0)
+    assert figure_audit.read_svg(b'<svg width="10"><text>a</text></svg>') == 16.0
+
+
 def test_an_unstamped_png_reads_as_unknown():
     import io
 
@@ -97,7 +103,10 @@ def test_every_figure_is_legible_at_the_desktop_layout_and_opens_at_full_size(si
         _load(browser, url)
         for figure in browser.execute_script(FIGURES_ON_PAGE):
             path = _local(figure["src"])
-            width, smallest = figure_audit.read_png(path.read_bytes())
+            if path.suffix == ".svg":  # drawn by the browser: its declared font sizes, at its own width
+                width, smallest = figure["naturalWidth"], figure_audit.read_svg(path.read_bytes())
+            else:
+                width, smallest = figure_audit.read_png(path.read_bytes())
             assert width == figure["naturalWidth"], (page, figure)
             scale = figure["shownWidth"] / figure["naturalWidth"]
             shown = None if smallest is None else smallest * scale
