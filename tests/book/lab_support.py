@@ -20,16 +20,27 @@ JUPYTER = ROOT / ".venv" / "bin" / "jupyter"
 LAB_SETTINGS = ROOT / "tools" / "lab-settings"  # what `make lab` passes: saves widget state
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
 
 
+def stop_server(server: subprocess.Popen, log) -> None:
+    """Stop a server started in its own session (SIGTERM, then SIGKILL after 30 s); close its log."""
+    os.killpg(server.pid, signal.SIGTERM)
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(server.pid, signal.SIGKILL)
+    log.close()
+
+
 @contextlib.contextmanager
 def jupyter_lab(folder: Path, scratch: Path):
     """A JupyterLab server on ``folder``; yields its base URL with the token as a query string."""
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     env = dict(
         os.environ,
         JUPYTER_RUNTIME_DIR=str(scratch / "runtime"),
@@ -62,12 +73,7 @@ def jupyter_lab(folder: Path, scratch: Path):
             raise RuntimeError(f"JupyterLab did not start:\n{log_path.read_text()[-3000:]}")
         yield base, token
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.close()
+        stop_server(server, log)
 
 
 # Runs in the page: waits until JupyterLab shows the notebook and its kernel is idle.

@@ -12,8 +12,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -22,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.book.lab_support import free_port, stop_server
+
 ROOT = Path(__file__).resolve().parents[2]
 JUPYTER = ROOT / ".venv" / "bin" / "jupyter"
 
@@ -29,12 +29,6 @@ pytestmark = pytest.mark.skipif(
     shutil.which("make") is None or not (ROOT / ".venv" / "bin" / "jupyter-lab").exists(),
     reason="needs make and the lab extra (make test installs it)",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -46,7 +40,7 @@ def _get(url: str) -> tuple[int, bytes]:
 
 
 def test_make_lab_starts_jupyterlab_and_lists_the_chapters(tmp_path):
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     env = dict(
         os.environ,
         JUPYTER_PORT=str(port),
@@ -77,9 +71,4 @@ def test_make_lab_starts_jupyterlab_and_lists_the_chapters(tmp_path):
         lab_status, page = _get(f"{base}/lab?token={token}")
         assert lab_status == 200 and b"JupyterLab" in page
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-        log.close()
+        stop_server(server, log)
