@@ -180,6 +180,9 @@ def _drop_outputs_of_another_package(build_dir: Path) -> None:
     for path in sorted(package.rglob("*")):
         if path.suffix in {".py", ".js"} and "__pycache__" not in path.parts:
             digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    # The kernels' figure stamp (tools/figure_audit.py) is part of every stored figure too.
+    audit = Path(__file__).resolve().with_name("figure_audit.py")
+    digest.update(b"figure_audit.py\0" + audit.read_bytes())
     cache, stamp = build_dir / ".jupyter_cache", build_dir / ".jupyter_cache.package"
     if cache.exists() and (not stamp.is_file() or stamp.read_text() != digest.hexdigest()):
         print("build_book: attention_book changed since the last build; executing every chapter again")
