@@ -448,6 +448,9 @@ def write_report(results: dict, out: Path) -> None:
     lines = ["# Benchmarks", "", "Written by `make bench` (`python benchmarks/run.py`). Do not edit by hand.", ""]
     info = results["machine"]
     lines += ["## Machine", ""] + [f"- {key}: {value}" for key, value in info.items()] + [""]
+    if results.get("measured"):
+        lines += ["Sections measured (a run with `--only` keeps the others from the previous run): "
+                  + ", ".join(f"{section} {date}" for section, date in results["measured"].items()), ""]
     if "chapters" in results:
         total = sum(row["seconds"] for row in results["chapters"])
         lines += ["## Chapter execution on CPU (nbclient, kernel start included)", "", "| chapter | seconds | budget | within budget |", "|---|---:|---:|---|"]
@@ -468,20 +471,22 @@ def write_report(results: dict, out: Path) -> None:
     if "widgets_browser" in results:
         lines += ["## Widget input-to-picture latency in Chromium (every control; median and p95 ms)", "",
                   "From the input event to the first frame painted after the new picture; a presentation-only control is drawn "
-                  "by the browser (budget: one frame, 16.7 ms), a model-bound one goes to the kernel and back (budget: 50 ms median).", "",
+                  "by the browser (budget: its p95 within one frame, 16.7 ms), a model-bound one goes to the kernel and back "
+                  "(budget: median round trip, input to new picture, within 50 ms).", "",
                   "*draw* = input event to picture redrawn (presentation-only controls redraw in the event handler; "
-                  "within one frame when under 16.7 ms); *to paint* = input event to the next painted frame.", "",
+                  "a model-bound control once the kernel's numbers have arrived and been drawn); "
+                  "*to paint* = input event to the next painted frame (adds the wait for that frame, up to 16.7 ms at 60 Hz).", "",
                   "| where | widget | control | kind | moves | draw median / p95 ms | to paint median ms | to paint p95 ms | within budget |",
                   "|---|---|---|---|---:|---:|---:|---:|---|"]
         for r in results["widgets_browser"]:
             if "error" in r:
                 lines.append(f"| {r['where']} | {r['widget']} | {r['control']} | - | - | - | - | - | not measured: {r['error']} |")
                 continue
-            if "draw_median_ms" in r:  # presentation-only: the picture must be redrawn within one frame
-                draw = f"{r['draw_median_ms']:.1f} / {r['draw_p95_ms']:.1f}"
-                within = r["draw_p95_ms"] <= BUDGETS["frame_ms"]
-            else:
-                draw, within = "-", r["median_ms"] <= BUDGETS["widget_median_ms"]
+            draw = f"{r['draw_median_ms']:.1f} / {r['draw_p95_ms']:.1f}" if "draw_median_ms" in r else "-"
+            if r["kind"] == "presentation-only":  # the picture must be redrawn within one frame
+                within = "draw_p95_ms" in r and r["draw_p95_ms"] <= BUDGETS["frame_ms"]
+            else:  # the kernel's round trip: input to the new picture, median
+                within = r.get("draw_median_ms", r["median_ms"]) <= BUDGETS["widget_median_ms"]
             lines.append(f"| {r['where']} | {r['widget']} | {r['control']} | {r['kind']} | {r['moves']} | {draw} | {r['median_ms']:.1f} | "
                          f"{r['p95_ms']:.1f} | {verdict(within)} |")
         lines.append("")
@@ -569,6 +574,15 @@ def main(argv: list[str] | None = None) -> dict:
         results["book"] = bench_book()
     if "transfer" in sections:
         results["transfer"] = bench_transfer(args.smoke, args.transfer_arms, args.out)
+    results["measured"] = {section: results["machine"]["date"] for section in sections}
+    previous = args.out / "results.json"
+    if args.only and previous.exists():  # keep the sections not measured this time, with their dates
+        kept = json.loads(previous.read_text())
+        dates = kept.get("measured", {})
+        for key, value in kept.items():
+            if key not in results:
+                results[key] = value
+        results["measured"] = {**{s: dates.get(s, kept["machine"]["date"]) for s in SECTIONS if s in kept}, **results["measured"]}
     write_report(results, args.out)
     print((args.out / "RESULTS.md").read_text())
     return results

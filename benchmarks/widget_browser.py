@@ -83,8 +83,9 @@ async function typeInto(widget, name, value) {
     if (performance.now() - start > 20000) return null;
     await sleep(1);
   }
+  const drawn = Number(widget.dataset.drawnAt) - start;  // the widget stamps when it redrew
   await painted();
-  return performance.now() - start;
+  return [drawn, performance.now() - start];
 }
 (async () => {
   const rows = [];
@@ -110,12 +111,13 @@ async function typeInto(widget, name, value) {
     if (live && bound[kind]) {
       const [name, values] = bound[kind];
       const times = [];
+      const handled = [];
       for (let i = 0; i < repeats + 2; i += 1) {
         const ms = await typeInto(widget, name, values[(i + 1) % 2]);
         if (ms === null) { times.push(null); break; }
-        if (i >= 2) times.push(ms);
+        if (i >= 2) { handled.push(ms[0]); times.push(ms[1]); }
       }
-      rows.push({ kind, control: name, bound: true, times, handled: [] });
+      rows.push({ kind, control: name, bound: true, times, handled });
     }
   }
   done(rows);

@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 JUPYTER = ROOT / ".venv" / "bin" / "jupyter"
 LAB_SETTINGS = ROOT / "tools" / "lab-settings"  # what `make lab` passes: saves widget state
+SERVER_CONFIG = ROOT / "tools" / "jupyter_server_config.py"  # and this: no Nagle delay on the websocket
 
 
 def free_port() -> int:
@@ -50,7 +51,7 @@ def jupyter_lab(folder: Path, scratch: Path):
     )
     command = [
         str(JUPYTER), "lab", str(folder), f"--port={port}", "--port-retries=0", "--no-browser",
-        f"--IdentityProvider.token={token}", f"--LabApp.app_settings_dir={LAB_SETTINGS}",
+        f"--IdentityProvider.token={token}", f"--LabApp.app_settings_dir={LAB_SETTINGS}", f"--config={SERVER_CONFIG}",
         "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run, save and close by command
     ]
     if os.getuid() == 0:
