@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUILD_DIR := _build
 
-.PHONY: help setup book test lab exercises bench clean node browser
+.PHONY: help setup book test lab exercises bench seeds clean node browser
 
 help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
@@ -24,6 +24,7 @@ help:
 	@echo "make lab        open the chapters in JupyterLab"
 	@echo "make exercises  regenerate notebooks/exercises/ from the chapters"
 	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
+	@echo "make seeds      train every seed of chapters 4 and 6 and store them in the package (minutes)"
 	@echo "make clean      remove the build, caches and the virtual environment"
 
 $(STAMP): pyproject.toml
@@ -71,6 +72,11 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+
+# Chapters 4 and 6 train seed 0 on the page and load seeds 1-4 from the package (their budget):
+# this trains every seed with the chapters' own cells and stores them (see tools/store_seed_runs.py).
+seeds: $(STAMP)
+	$(PY) tools/store_seed_runs.py
 
 clean:
 	rm -rf $(BUILD_DIR) $(VENV) node_modules .pytest_cache .hypothesis

@@ -354,6 +354,20 @@ def bench_training(smoke: bool) -> list[dict]:
 # -- chapters and the book --------------------------------------------------------------------
 
 
+def slowest_cells(notebook, count: int = 3) -> list[dict]:
+    """The ``count`` code cells that took longest (nbclient's timing metadata), with their first line."""
+    from datetime import datetime
+
+    cells = []
+    for index, cell in enumerate(notebook.cells):
+        timing = cell.get("metadata", {}).get("execution", {})
+        if cell.cell_type == "code" and "iopub.execute_input" in timing and "shell.execute_reply" in timing:
+            begun, ended = (datetime.fromisoformat(timing[key].replace("Z", "+00:00")) for key in ("iopub.execute_input", "shell.execute_reply"))
+            first = next((line for line in cell.source.splitlines() if line.strip() and not line.startswith("#")), "")
+            cells.append({"cell": index, "seconds": (ended - begun).total_seconds(), "first_line": first[:60]})
+    return sorted(cells, key=lambda c: -c["seconds"])[:count]
+
+
 def bench_chapters() -> list[dict]:
     import nbformat
     from nbclient import NotebookClient
@@ -366,7 +380,7 @@ def bench_chapters() -> list[dict]:
         client.execute()  # kernel start included
         seconds = time.perf_counter() - start
         budget = BUDGETS["chapter_07_seconds"] if path.name.startswith("07") else BUDGETS["chapter_seconds"]
-        rows.append({"chapter": path.stem, "seconds": seconds, "budget": budget})
+        rows.append({"chapter": path.stem, "seconds": seconds, "budget": budget, "slowest_cells": slowest_cells(notebook)})
     return rows
 
 
@@ -453,8 +467,10 @@ def write_report(results: dict, out: Path) -> None:
                   + ", ".join(f"{section} {date}" for section, date in results["measured"].items()), ""]
     if "chapters" in results:
         total = sum(row["seconds"] for row in results["chapters"])
-        lines += ["## Chapter execution on CPU (nbclient, kernel start included)", "", "| chapter | seconds | budget | within budget |", "|---|---:|---:|---|"]
-        lines += [f"| {r['chapter']} | {r['seconds']:.1f} | {r['budget']:.0f} | {verdict(r['seconds'] <= r['budget'])} |" for r in results["chapters"]]
+        lines += ["## Chapter execution on CPU (nbclient, kernel start included)", "", "| chapter | seconds | budget | within budget | slowest cells |", "|---|---:|---:|---|---|"]
+        lines += [f"| {r['chapter']} | {r['seconds']:.1f} | {r['budget']:.0f} | {verdict(r['seconds'] <= r['budget'])} | "
+                  + "; ".join(f"{c['seconds']:.1f} s cell {c['cell']} `{c['first_line'].replace('|', '/')}`" for c in r.get("slowest_cells", [])) + " |"
+                  for r in results["chapters"]]
         lines += [f"| **whole book** | {total:.1f} | {BUDGETS['book_seconds']:.0f} | {verdict(total <= BUDGETS['book_seconds'])} |", ""]
     if "book" in results:
         lines += ["## `make book` wall time", "", "| build | seconds |", "|---|---:|"]

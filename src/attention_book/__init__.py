@@ -62,6 +62,7 @@ from .positional import (
 from .soft_hard import entropy, hardmax, sparsemax, top_k_weights
 from .training import (
     History,
+    StoredRuns,
     classification_accuracy,
     classification_loss,
     evaluate,
@@ -140,6 +141,7 @@ __all__ = [
     "CharacterCorpus",
     # training
     "set_seed",
+    "StoredRuns",
     "evaluating",
     "History",
     "fit",

@@ -9,12 +9,15 @@ module                 what it holds                                            
                        losses with their metrics
 ``training.transfer``  from scratch, MLM pretraining, features, linear probe,      7
                        fine-tuning the top layers
+``training.stored_``   ``StoredRuns``: a chapter's extra seeds, trained here or     4, 6
+``runs``               loaded from what ``make seeds`` stored in the package
 =====================  =========================================================  =======
 
 Imports floors 0-2 only (model code and data), never analysis, figures, widgets or exercises.
 """
 
 from .loop import History, evaluate, evaluating, fit, move_batch, set_seed
+from .stored_runs import SEEDS_VARIABLE, StoredRuns
 from .losses import (
     classification_accuracy,
     classification_loss,
@@ -27,6 +30,8 @@ from .losses import (
 
 __all__ = [
     "History",
+    "StoredRuns",
+    "SEEDS_VARIABLE",
     "fit",
     "evaluate",
     "evaluating",

@@ -1,0 +1,129 @@
+"""StoredRuns: a chapter's extra seeds trained here or loaded from the package (chapters 4 and 6)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import attention_book as ab
+from attention_book import pretrained
+from attention_book._files import ChecksumError
+from attention_book.training import stored_runs
+
+
+@pytest.fixture
+def stored_folder(tmp_path, monkeypatch):
+    """An empty stored/ folder in place of the package's."""
+    monkeypatch.setattr(pretrained, "STORED_FOLDER", tmp_path)
+    monkeypatch.setattr(stored_runs, "STORED_FOLDER", tmp_path)
+    return tmp_path
+
+
+def build(seed):
+    def make():
+        torch.manual_seed(seed)
+        return nn.Linear(3, 2)
+    return make
+
+
+def train(calls):
+    def step(model):
+        calls.append(model)
+        with torch.no_grad():
+            model.weight.add_(1.0)
+        return {"steps": 7}
+    return step
+
+
+def test_store_then_load_gives_the_same_weights_and_trains_only_the_live_seed(stored_folder, monkeypatch):
+    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "store")
+    runs, calls = ab.StoredRuns("toy"), []
+    trained = {seed: runs.run("linear", seed, build(seed), train(calls))[0] for seed in range(3)}
+    runs.save()
+    assert len(calls) == 3 and (stored_folder / "toy_seeds.safetensors").is_file()
+    assert "toy_seeds.safetensors" in (stored_folder / "SHA256SUMS").read_text()
+
+    monkeypatch.delenv(ab.training.SEEDS_VARIABLE)
+    runs, calls = ab.StoredRuns("toy"), []
+    for seed in range(3):
+        model, info = runs.run("linear", seed, build(seed), train(calls))
+        assert info == {"steps": 7}
+        torch.testing.assert_close(model.weight, trained[seed].weight, rtol=0, atol=0)
+        assert not model.training
+    assert len(calls) == 1  # seed 0 only
+    report = runs.report()
+    assert "loaded from toy_seeds.safetensors" in report and "linear, seeds 1, 2" in report
+    assert "linear/seed0 trained here: largest weight difference from the stored run 0.0e+00" in report
+    model, _ = runs.run("linear", 0, build(0), train(calls), live=False)
+    assert len(calls) == 1, "live=False loads seed 0 too"
+
+
+def test_a_changed_recipe_is_caught_against_the_stored_run(stored_folder, monkeypatch):
+    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "store")
+    runs = ab.StoredRuns("toy")
+    runs.run("linear", 0, build(0), train([]))
+    runs.save()
+    monkeypatch.delenv(ab.training.SEEDS_VARIABLE)
+    runs = ab.StoredRuns("toy")
+
+    def another_recipe(model):
+        with torch.no_grad():
+            model.weight.add_(2.0)
+
+    runs.run("linear", 0, build(0), another_recipe)
+    with pytest.raises(RuntimeError, match="make seeds"):
+        runs.report()
+
+
+def test_train_mode_writes_nothing_and_nothing_stored_means_train_here(stored_folder, monkeypatch, capsys):
+    runs, calls = ab.StoredRuns("toy"), []
+    assert "every seed is trained here" in capsys.readouterr().out
+    runs.run("linear", 3, build(3), train(calls))
+    assert len(calls) == 1
+    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "train")
+    runs = ab.StoredRuns("toy")
+    runs.run("linear", 1, build(1), train(calls))
+    runs.save()
+    assert len(calls) == 2 and not list(stored_folder.iterdir())
+
+
+def test_bad_input_gets_clear_errors(stored_folder, monkeypatch):
+    with pytest.raises(ValueError, match="short name"):
+        ab.StoredRuns("chapter 6")
+    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "yes")
+    with pytest.raises(ValueError, match=r"must be one of \['load', 'train', 'store'\].*'yes'"):
+        ab.StoredRuns("toy")
+    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "train")
+    runs = ab.StoredRuns("toy")
+    with pytest.raises(ValueError, match="JSON"):
+        runs.run("linear", 0, build(0), lambda model: {"model": model})
+    with pytest.raises(ValueError, match="torch.nn.Module"):
+        runs.run("linear", 0, lambda: "not a model", train([]))
+    with pytest.raises(ValueError, match="without '/'"):
+        runs.run("a/b", 0, build(0), train([]))
+
+
+def test_a_missing_run_and_a_changed_file_are_named(stored_folder, monkeypatch):
+    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "store")
+    runs = ab.StoredRuns("toy")
+    runs.run("linear", 0, build(0), train([]))
+    runs.save()
+    monkeypatch.delenv(ab.training.SEEDS_VARIABLE)
+    with pytest.raises(KeyError, match="make seeds"):
+        ab.StoredRuns("toy").run("linear", 5, build(5), train([]))
+    path = stored_folder / "toy_seeds.safetensors"
+    path.write_bytes(path.read_bytes() + b" ")
+    with pytest.raises(ChecksumError, match="SHA256SUMS"):
+        ab.StoredRuns("toy")
+
+
+@pytest.mark.parametrize("chapter, names", [
+    ("chapter04", ["one head", "two heads"]),
+    ("chapter06", ["language model", "no causal mask", "review classifier", "sorting"]),
+])
+def test_the_package_ships_every_seed_of_chapters_4_and_6(chapter, names, monkeypatch):
+    monkeypatch.delenv(ab.training.SEEDS_VARIABLE, raising=False)
+    runs = ab.StoredRuns(chapter)
+    assert sorted(runs._stored_info) == sorted(f"{name}/seed{seed}" for name in names for seed in range(5))
+    assert runs.stored_by.startswith("make seeds, torch ")

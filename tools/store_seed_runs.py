@@ -1,0 +1,51 @@
+"""Train every seed of the chapters that store their extra seeds, and store them in the package.
+
+    python tools/store_seed_runs.py                       # chapters 4 and 6 (what `make seeds` runs)
+    python tools/store_seed_runs.py notebooks/06_encoder_decoder.ipynb
+
+Each chapter is executed (not saved) with ATTENTION_BOOK_SEEDS=store: its ``ab.StoredRuns`` then
+trains every seed with the code on the page and writes
+``src/attention_book/stored/<chapter>_seeds.safetensors``, recording its SHA-256 in
+``stored/SHA256SUMS``. Run it after changing a chapter's model, data or training recipe, then
+re-execute the chapter (``make book`` does) and commit both. See attention_book.training.stored_runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = ["notebooks/04_multi_head.ipynb", "notebooks/06_encoder_decoder.ipynb"]
+
+
+def store(path: Path) -> float:
+    notebook = nbformat.read(path, as_version=4)
+    os.environ["ATTENTION_BOOK_SEEDS"] = "store"  # the kernel inherits it
+    client = NotebookClient(notebook, timeout=1800, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    stored = [line for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
+              if output.get("output_type") == "stream" for line in output.get("text", "").splitlines() if line.startswith("stored ")]
+    if not stored:
+        raise SystemExit(f"{path}: the chapter ran but stored nothing (does it call seed_runs.save()?)")
+    print(f"{path.name}: {'; '.join(stored)} ({seconds:.0f} s)")
+    return seconds
+
+
+def main(argv: list[str]) -> None:
+    paths = [Path(a) for a in argv] or [ROOT / c for c in CHAPTERS]
+    for path in paths:
+        if not path.is_file():
+            raise SystemExit(f"no such notebook: {path}")
+        store(path.resolve())
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
