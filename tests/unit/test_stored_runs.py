@@ -36,6 +36,15 @@ def train(calls):
     return step
 
 
+def store_seed_0(monkeypatch):
+    """Store the toy run of seed 0 as `make seeds` would, then go back to the reader's mode."""
+    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "store")
+    runs = ab.StoredRuns("toy")
+    runs.run("linear", 0, build(0), train([]))
+    runs.save()
+    monkeypatch.delenv(ab.training.SEEDS_VARIABLE)
+
+
 def test_store_then_load_gives_the_same_weights_and_trains_only_the_live_seed(stored_folder, monkeypatch):
     monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "store")
     runs, calls = ab.StoredRuns("toy"), []
@@ -60,11 +69,7 @@ def test_store_then_load_gives_the_same_weights_and_trains_only_the_live_seed(st
 
 
 def test_a_changed_recipe_is_caught_against_the_stored_run(stored_folder, monkeypatch):
-    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "store")
-    runs = ab.StoredRuns("toy")
-    runs.run("linear", 0, build(0), train([]))
-    runs.save()
-    monkeypatch.delenv(ab.training.SEEDS_VARIABLE)
+    store_seed_0(monkeypatch)
     runs = ab.StoredRuns("toy")
 
     def another_recipe(model):
@@ -105,11 +110,7 @@ def test_bad_input_gets_clear_errors(stored_folder, monkeypatch):
 
 
 def test_a_missing_run_and_a_changed_file_are_named(stored_folder, monkeypatch):
-    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "store")
-    runs = ab.StoredRuns("toy")
-    runs.run("linear", 0, build(0), train([]))
-    runs.save()
-    monkeypatch.delenv(ab.training.SEEDS_VARIABLE)
+    store_seed_0(monkeypatch)
     with pytest.raises(KeyError, match="make seeds"):
         ab.StoredRuns("toy").run("linear", 5, build(5), train([]))
     path = stored_folder / "toy_seeds.safetensors"
