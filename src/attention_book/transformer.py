@@ -650,12 +650,18 @@ def greedy_decode(
     bos: int,
     eos: int,
     source_padding: torch.Tensor | None = None,
-) -> torch.Tensor:
+    return_logits: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Generate up to ``max_len`` tokens per source sequence, each the most likely next token.
 
     Returns (batch, L) token ids without the leading BOS, L <= max_len; once a sequence
     has produced EOS, its remaining positions are EOS too. Decoding stops early when
     every sequence has finished.
+
+    With ``return_logits=True`` also the logits of the last decoder pass, (batch, L, vocab):
+    that pass was fed BOS and every written token but the last, so row t scores step t + 1
+    exactly as it was scored while decoding (the decoder is causal), and the decoder's
+    ``last_weights`` hold the attention weights of every step.
     """
     require_tensor(source, "source")
     require_exact_rank(source, "source", 2, "(batch, T_in) of token ids")
@@ -672,6 +678,8 @@ def greedy_decode(
             finished |= next_token == eos
             if finished.all():
                 break
+    if return_logits:
+        return generated[:, 1:], logits
     return generated[:, 1:]
 
 

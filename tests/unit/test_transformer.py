@@ -364,6 +364,19 @@ def _sharp_encoder_decoder(vocab_size=6, seed=0):
     return model
 
 
+def test_greedy_decode_returns_the_last_pass_logits_equal_to_a_teacher_forced_pass():
+    model = _sharp_encoder_decoder()
+    source = torch.tensor([[2, 3, 4, 5], [5, 4, 3, 2]])
+    tokens, logits = ab.greedy_decode(model, source, max_len=5, bos=ab.BOS, eos=ab.EOS, return_logits=True)
+    assert tokens.shape[1] == logits.shape[1] and logits.shape[2] == 6
+    fed = torch.cat([torch.full((2, 1), ab.BOS), tokens[:, :-1]], dim=1)  # BOS + all but the last written token
+    with torch.no_grad():
+        forced = model.decode(fed, model.encode(source))
+    torch.testing.assert_close(logits, forced)
+    assert torch.equal(logits.argmax(dim=-1)[tokens != ab.EOS], tokens[tokens != ab.EOS])
+    assert torch.equal(ab.greedy_decode(model, source, max_len=5, bos=ab.BOS, eos=ab.EOS), tokens)
+
+
 def test_beam_search_of_width_one_is_greedy_decoding():
     model = _sharp_encoder_decoder()
     source = torch.randint(3, 6, (40, 4), generator=torch.Generator().manual_seed(1))

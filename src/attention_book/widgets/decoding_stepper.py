@@ -139,7 +139,7 @@ class DecodingStepper(AttentionWidget):
 
     @torch.no_grad()
     def compute(self, device: torch.device) -> dict:
-        """Greedy decoding of the source, then one pass of the decoder over everything it was fed.
+        """Greedy decoding of the source; its last decoder pass saw everything that was fed.
 
         The decoder is causal, so row t of that pass is exactly what it computed at step t:
         the browser shows any step, layer and head (or their average) without the kernel.
@@ -148,13 +148,11 @@ class DecodingStepper(AttentionWidget):
         model = self._model_on(device)
         source = self.vocab.encode(labels).to(device)[None]  # (1, T_in)
         with evaluating(model):
-            output = greedy_decode(model, source, self.max_len, bos=BOS, eos=EOS)[0]  # (L,)
+            # One sequence stops at its first EOS, so the last pass was fed BOS + the output before each step.
+            output, logits = greedy_decode(model, source, self.max_len, bos=BOS, eos=EOS, return_logits=True)
+            output = output[0]  # (L,); logits (1, L, vocab)
             wrote_eos = bool((output == EOS).any())
-            if wrote_eos:
-                output = output[: int((output == EOS).nonzero()[0]) + 1]  # up to the first EOS
-            memory = model.encode(source)  # (1, T_in, d_model)
             fed = torch.cat([torch.tensor([BOS], device=device), output[:-1]])  # (L,): BOS + the output before each step
-            logits = model.decode(fed[None], memory)  # (1, L, vocab)
         probabilities = torch.softmax(logits[0], dim=-1)  # (L, vocab): row t = the next-token distribution at step t + 1
         cross, self_rows = [], []
         for layer in model.decoder.layers:
