@@ -398,7 +398,7 @@ def bench_book() -> list[dict]:
 # -- report -----------------------------------------------------------------------------------
 
 
-def bench_transfer(smoke: bool, arms: list[str] | None = None, out: Path | None = None) -> dict:
+def bench_transfer(smoke: bool, arms: list[str] | None = None, out: Path | None = None, sizes: list[int] | None = None) -> dict:
     """Chapter 7's transfer-learning study, the grid of ``FULL_STUDY``: four arms at the label counts it gives
     each (up to all 10,202 training reviews), five repeats each; choices on the validation split, the test
     split scored once.
@@ -421,6 +421,8 @@ def bench_transfer(smoke: bool, arms: list[str] | None = None, out: Path | None 
     )
     if arms:
         plan = dataclasses.replace(plan, arms=tuple(arm for arm in STUDY_ARMS if arm in arms))
+    if sizes:  # a part of the grid: these sizes for the chosen arms (merged by tools/merge_transfer_parts.py)
+        plan = dataclasses.replace(plan, arm_sizes={arm: tuple(n for n in plan.sizes if n in sizes) for arm in plan.arms})
     minilm, reviews = load_minilm(), load_reviews()
     vocabulary = build_vocabulary(minilm, list(reviews.train.texts), max_pieces=4000)
     limit = {"train": 60, "validation": 30, "test": 30} if smoke else {}
@@ -437,8 +439,9 @@ def bench_transfer(smoke: bool, arms: list[str] | None = None, out: Path | None 
     results["seconds"]["encoding"] = prepared
     results["seconds"]["total"] = time.perf_counter() - start
     results["machine"] = machine()
-    results["command"] = "python benchmarks/run.py --only transfer" + (f" --transfer-arms {' '.join(repr(a) for a in plan.arms)}" if arms else "")
-    if smoke or arms:
+    results["command"] = ("python benchmarks/run.py --only transfer" + (f" --transfer-arms {' '.join(repr(a) for a in plan.arms)}" if arms else "")
+                          + (f" --transfer-sizes {' '.join(map(str, sizes))}" if sizes else ""))
+    if smoke or arms or sizes:
         target = (out or ROOT / "benchmarks") / ("transfer_study_smoke.json" if smoke else "transfer_study_part.json")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(results, indent=1) + "\n")
@@ -555,6 +558,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the code runs")
     parser.add_argument("--transfer-arms", nargs="+", metavar="ARM",
                         help="transfer study: run only these arms (written to --out, not stored in the package)")
+    parser.add_argument("--transfer-sizes", nargs="+", type=int, metavar="N",
+                        help="transfer study: run only these label counts (a part, written to --out; see tools/merge_transfer_parts.py)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     args = parser.parse_args(argv)
     sections = args.only or (SECTIONS if not args.smoke else ("attention", "memory", "widgets", "training"))
@@ -589,7 +594,7 @@ def main(argv: list[str] | None = None) -> dict:
     if "book" in sections:
         results["book"] = bench_book()
     if "transfer" in sections:
-        results["transfer"] = bench_transfer(args.smoke, args.transfer_arms, args.out)
+        results["transfer"] = bench_transfer(args.smoke, args.transfer_arms, args.out, args.transfer_sizes)
     results["measured"] = {section: results["machine"]["date"] for section in sections}
     previous = args.out / "results.json"
     if args.only and previous.exists():  # keep the sections not measured this time, with their dates
