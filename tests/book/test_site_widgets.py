@@ -138,3 +138,37 @@ def test_the_site_serves_anywidget_and_marks_itself_as_having_no_kernel(site):
 ])
 def test_the_check_reports_a_picture_that_did_not_change_and_an_enabled_sentence_box(report, expected):
     assert len(problems_of(report, "page", "heads")) == expected
+
+
+def test_hovering_a_cell_highlights_its_row_and_column_and_leaving_restores_it(site, browser):
+    """bertviz-style hover on the static page: the real mouse (WebDriver actions) over one cell
+    of chapter 4's attention map dims every cell outside its row and column and bolds its labels."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get((site / "notebooks" / "04_multi_head.html").as_uri())
+    cell = WebDriverWait(browser, 30).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, '.ab-widget .ab-picture rect[data-row="1"][data-col="2"]'))
+    grid = cell.find_element(By.XPATH, "..")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
+
+    def state():
+        return browser.execute_script("""
+            const g = arguments[0];
+            const cells = [...g.querySelectorAll('rect[data-row][data-col]')].map((r) => [
+                Number(r.dataset.row), Number(r.dataset.col), r.getAttribute('opacity') || '1']);
+            const bold = [...g.querySelectorAll('text[data-row]')].filter((t) => t.getAttribute('font-weight') === 'bold')
+                .map((t) => Number(t.dataset.row));
+            return {cells, bold};""", grid)
+
+    before = state()
+    assert len(before["cells"]) >= 9 and all(opacity == "1" for _, _, opacity in before["cells"])
+    ActionChains(browser).move_to_element(cell).perform()
+    hovered = state()
+    wrong = [(i, j, o) for i, j, o in hovered["cells"] if (o == "1") != (i == 1 or j == 2)]
+    assert not wrong, f"cells dimmed or lit wrongly while hovering row 1, column 2: {wrong[:5]}"
+    assert hovered["bold"] == [1]
+    ActionChains(browser).move_by_offset(0, -400).perform()  # off the map
+    after = state()
+    assert all(opacity == "1" for _, _, opacity in after["cells"]) and after["bold"] == []
