@@ -128,3 +128,13 @@ def test_the_package_ships_every_seed_of_chapters_4_and_6(chapter, names, monkey
     runs = ab.StoredRuns(chapter)
     assert sorted(runs._stored_info) == sorted(f"{name}/seed{seed}" for name in names for seed in range(5))
     assert runs.stored_by.startswith("make seeds, torch ")
+
+
+def test_a_changed_model_gets_a_clear_error_not_torch_s(stored_folder, monkeypatch):
+    store_seed_0(monkeypatch)
+    with pytest.raises(ValueError, match="does not fit the model build.. returned.*make seeds"):
+        ab.StoredRuns("toy").run("linear", 0, lambda: nn.Linear(4, 2), train([]), live=False)
+    runs = ab.StoredRuns("toy")
+    runs.run("linear", 0, lambda: nn.Linear(4, 2), train([]))  # trained here, compared with the stored run
+    with pytest.raises(RuntimeError, match="other parameters than the stored one"):
+        runs.report()

@@ -110,7 +110,12 @@ class StoredRuns:
                                f"Run `make seeds` to store them again.")
             prefix = f"{entry}/"
             state = {key[len(prefix):]: value for key, value in self._stored.items() if key.startswith(prefix)}
-            model.load_state_dict(state)
+            try:
+                model.load_state_dict(state)
+            except RuntimeError as error:
+                first = str(error).strip().splitlines()[0]
+                raise ValueError(f"the stored run {entry!r} of {self.chapter} does not fit the model build() returned ({first}): "
+                                 "the chapter's model changed after the runs were stored. Run `make seeds` to store them again.") from None
             info = dict(self._stored_info[entry])
             self._loaded.setdefault(name, []).append(int(seed))
         model.eval()
@@ -134,6 +139,9 @@ class StoredRuns:
     def _compare(self, entry: str, state: dict, info: dict) -> None:
         prefix = f"{entry}/"
         stored = {key[len(prefix):]: value for key, value in self._stored.items() if key.startswith(prefix)}
+        if set(stored) != set(state) or any(stored[key].shape != state[key].shape for key in stored):
+            self.mismatches.append(f"{entry}: the model trained here has other parameters than the stored one")
+            return
         largest = max(((state[key].double() - value.double()).abs().max().item() for key, value in stored.items()), default=float("nan"))
         same_info = info == self._stored_info[entry]
         if not largest <= self.tolerance:
