@@ -66,6 +66,7 @@ __all__ = [
     "load_minilm",
     "STORED_FOLDER",
     "stored_file",
+    "is_stored",
     "record_stored_file",
     "REFERENCE_FILE",
     "ReferenceStates",
@@ -412,6 +413,11 @@ def _recorded_sums() -> dict[str, str]:
             digest, name = line.split(maxsplit=1)
             sums[name.strip()] = digest
     return sums
+
+
+def is_stored(name: str) -> bool:
+    """Whether the package ships ``stored/name`` (its SHA-256 is recorded in ``SHA256SUMS``)."""
+    return name in _recorded_sums()
 
 
 def stored_file(name: str) -> Path:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..pretrained import STORED_FOLDER, record_stored_file, stored_file, _recorded_sums
+from ..pretrained import STORED_FOLDER, is_stored, record_stored_file, stored_file
 
 __all__ = ["StoredRuns", "SEEDS_VARIABLE"]
 
@@ -64,7 +64,7 @@ class StoredRuns:
         self._stored_info: dict[str, dict] = {}
         self.stored_by = ""
         if mode == "load":
-            if self.file in _recorded_sums():
+            if is_stored(self.file):
                 self._load()
             else:  # nothing stored (yet): every seed is trained here
                 print(f"no stored runs for {chapter} in this package: every seed is trained here")
