@@ -22,7 +22,7 @@ MODEL_INPUTS = {
     "soft_hard": ("scores", ["the=0.2, river=1.9, bank=1.5", "the=1.2, river=0.4, bank=2.5"]),
     "heads": ("sentence", ["the cat sat on a mat while it was sunny", "the dog ran to the park and it was sunny"]),
     "positional": ("d_model", ["64", "32"]),
-    "decoding": ("source", ["A B C D E F", "F E D C B A"]),
+    "decoding": ("source", ["H C A F B D G E", "B G E A C J D F"]),
 }
 
 
@@ -70,10 +70,20 @@ def widget_cases():
         return book_widgets.HeadViewer(model, encode, "the cat sat on a mat while it was sunny", device=device)
 
     def decoding_stepper(device):
-        task = ab.SequenceTask("reverse", 1, min_len=6, max_len=6, num_symbols=8, seed=3)
-        torch.manual_seed(0)
-        model = ab.EncoderDecoder(len(task.vocab), len(task.vocab), d_model=48, num_heads=2, d_ff=96, num_layers=1, max_len=8).eval()
-        return book_widgets.DecodingStepper(model, task.source[:1], task.vocab, device=device)
+        # Chapter 6's stepper: its trained sorting model (seed 0, as stored with the chapter) decoding
+        # eight letters, which takes nine decoder steps (eight letters and EOS) through two layers.
+        task = ab.SequenceTask("sort", 1, min_len=8, max_len=8, num_symbols=10, seed=3)
+        vocab = task.vocab
+
+        def build():
+            return ab.EncoderDecoder(len(vocab), len(vocab), d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=10)
+
+        def train(model):
+            raise RuntimeError("the widget benchmark uses chapter 6's stored sorting model; run it with ATTENTION_BOOK_SEEDS unset")
+
+        model, _ = ab.StoredRuns("chapter06").run("sorting", 0, build, train, live=False)
+        source = vocab.encode(MODEL_INPUTS["decoding"][1][0].split())[None]  # (1, 8)
+        return book_widgets.DecodingStepper(model, source, vocab, device=device)
 
     return [
         ("AttentionExplorer (ch 1)", attention_explorer, _cycle_control),

@@ -46,6 +46,23 @@ def require_exact_rank(tensor: torch.Tensor, name: str, rank: int, layout: str) 
         )
 
 
+def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...] | None:
+    """The shape that ``shapes`` broadcast to under PyTorch's rules, or None when they do not.
+
+    The same answer as ``torch.broadcast_shapes`` without raising, and in plain Python:
+    the check runs on every attention call, and torch's version costs about 0.1 ms there.
+    """
+    rank = max((len(shape) for shape in shapes), default=0)
+    result = [1] * rank
+    for shape in shapes:
+        for axis, size in enumerate(shape, start=rank - len(shape)):
+            if size != 1:
+                if result[axis] not in (1, size):
+                    return None
+                result[axis] = size
+    return tuple(result)
+
+
 def require_positive(value: float, name: str) -> None:
     if not value > 0:
         raise ValueError(f"{name} must be positive, but {value!r} was given")
@@ -61,11 +78,7 @@ def check_mask(mask: torch.Tensor | None, target_shape: tuple[int, ...], layout:
             f"mask must be a boolean tensor (True = may attend), but has dtype {mask.dtype}; "
             "build one with causal_mask(T) or padding_mask(lengths, T), or compare, e.g. mask = m > 0"
         )
-    try:
-        broadcast = torch.broadcast_shapes(mask.shape, target_shape)
-    except RuntimeError:
-        broadcast = None
-    if broadcast != torch.Size(target_shape):
+    if broadcast_shape(mask.shape, target_shape) != tuple(target_shape):
         raise ValueError(
             f"mask of shape {describe_shape(mask)} cannot be broadcast to the attention scores "
             f"of shape {tuple(target_shape)} {layout}"

@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from ._validation import check_mask, describe_shape, require_floating, require_positive, require_rank, require_tensor
+from ._validation import broadcast_shape, check_mask, describe_shape, require_floating, require_positive, require_rank, require_tensor
 
 __all__ = ["softmax", "attention_scores", "scaled_dot_product_attention", "causal_mask", "padding_mask"]
 
@@ -32,11 +32,12 @@ def softmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """
     require_tensor(scores, "scores")
     require_floating(scores, "scores")
-    largest = scores.amax(dim=dim, keepdim=True)
-    largest = torch.where(torch.isfinite(largest), largest, torch.zeros_like(largest))
+    largest = scores.amax(dim=dim, keepdim=True).nan_to_num(0.0, posinf=0.0, neginf=0.0)  # a masked slice: 0
     exponentials = torch.exp(scores - largest)
-    total = exponentials.sum(dim=dim, keepdim=True)
-    return exponentials / torch.where(total > 0, total, torch.ones_like(total))
+    # With a finite maximum the total is at least exp(0) = 1; it is 0 only when every entry is
+    # -inf, and clamping it to 1 then gives zeros instead of 0 / 0.
+    total = exponentials.sum(dim=dim, keepdim=True).clamp(min=1.0)
+    return exponentials / total
 
 
 def attention_scores(q: torch.Tensor, k: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -62,13 +63,11 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
             f"every key needs one value: k has {k.shape[-2]} tokens (shape {describe_shape(k)}) "
             f"but v has {v.shape[-2]} (shape {describe_shape(v)})"
         )
-    try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
-    except RuntimeError:
+    if broadcast_shape(q.shape[:-2], k.shape[:-2], v.shape[:-2]) is None:
         raise ValueError(
             f"the leading (batch) dimensions of q {describe_shape(q)}, k {describe_shape(k)} "
             f"and v {describe_shape(v)} must match or broadcast"
-        ) from None
+        )
 
 
 def scaled_dot_product_attention(

@@ -26,9 +26,11 @@ def evaluating(model: nn.Module) -> Iterator[nn.Module]:
     if not isinstance(model, nn.Module):
         raise ValueError(f"evaluating() needs a torch.nn.Module, but a {type(model).__name__} was given")
     modes = [(module, module.training) for module in model.modules()]
-    model.eval()
+    if any(training for _, training in modes):  # nested calls (a decoding loop inside a measurement) skip this
+        model.eval()
     try:
         yield model
     finally:
         for module, training in modes:
-            module.training = training
+            if module.training != training:
+                module.training = training

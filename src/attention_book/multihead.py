@@ -147,22 +147,65 @@ class MultiHeadAttention(nn.Module):
         need_weights: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         mask = self._check_inputs(query, key, value, mask)
+        # Queries first, then keys and values: the order in which autograd adds up the gradients
+        # of a shared input, so that training gives the same weights to the last bit.
         q = split_heads(self.q_proj(query), self.num_heads)  # (batch, heads, T_q, d_head)
+        k, v = self._keys_values(key, value)  # (batch, heads, T_k, d_head) each
+        if need_weights:
+            return self._weighted(q, k, v, mask)
+        if mask is not None:
+            check_mask(mask, (q.shape[0], self.num_heads, q.shape[2], k.shape[2]), "(batch, heads, T_q, T_k)")
+        dropout = self.dropout if self.training else 0.0
+        heads_out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        return self.out_proj(merge_heads(heads_out)), None  # (batch, T_q, d_model)
+
+    def keys_values(self, key: torch.Tensor, value: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every head's keys and values: ``key`` and ``value`` (batch, T_k, d_model; value defaults
+        to key) projected and split, (batch, heads, T_k, d_head) each.
+
+        :meth:`forward` computes them on every call. A decoder that writes one token at a time
+        computes them once per position and keeps them (a "KV cache"), then calls :meth:`attend`.
+        """
+        value = key if value is None else value
+        self._check_inputs(key, key, value, None)
+        return self._keys_values(key, value)
+
+    def attend(
+        self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention of ``query`` (batch, T_q, d_model) to keys and values made by :meth:`keys_values`.
+
+        Returns ``(out, weights)`` as :meth:`forward` does, and keeps the weights in ``last_weights``;
+        ``forward(query, key, value, mask)`` is ``attend(query, *keys_values(key, value), mask)``.
+        """
+        require_tensor(query, "query")
+        require_exact_rank(query, "query", 3, "(batch, T_q, d_model)")
+        for name, tensor in (("keys", keys), ("values", values)):
+            require_tensor(tensor, name)
+            expected = (query.shape[0], self.num_heads, keys.shape[-2], self.d_head)
+            if tuple(tensor.shape) != expected:
+                raise ValueError(
+                    f"{name} must have shape (batch, heads, T_k, d_head) = {expected}, as keys_values() makes "
+                    f"them, but has shape {describe_shape(tensor)}"
+                )
+        if query.shape[-1] != self.d_model:
+            raise ValueError(f"query has {query.shape[-1]} features (shape {describe_shape(query)}) but the layer expects d_model={self.d_model}")
+        if mask is not None and mask.dim() == 3:  # (batch, T_q, T_k): shared by the heads
+            mask = mask[:, None]
+        return self._weighted(split_heads(self.q_proj(query), self.num_heads), keys, values, mask)
+
+    def _keys_values(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         k = split_heads(self.k_proj(key), self.num_heads)  # (batch, heads, T_k, d_head)
         v = split_heads(self.v_proj(value), self.num_heads)  # (batch, heads, T_k, d_head)
-        dropout = self.dropout if self.training else 0.0
-        if need_weights:
-            heads_out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
-            self.last_weights = weights.detach()  # (batch, heads, T_q, T_k)
-            if dropout:
-                heads_out = F.dropout(weights, dropout) @ v  # (batch, heads, T_q, d_head)
-        else:
-            if mask is not None:
-                check_mask(mask, (q.shape[0], self.num_heads, q.shape[2], k.shape[2]), "(batch, heads, T_q, T_k)")
-            heads_out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
-            weights = None
-        out = self.out_proj(merge_heads(heads_out))  # (batch, T_q, d_model)
-        return out, weights
+        return k, v
+
+    def _weighted(self, q, k, v, mask):
+        """Attention with its weights (kept in ``last_weights``) for split queries, keys and values."""
+        heads_out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+        self.last_weights = weights.detach()  # (batch, heads, T_q, T_k)
+        if self.training and self.dropout:
+            heads_out = F.dropout(weights, self.dropout) @ v  # (batch, heads, T_q, d_head)
+        return self.out_proj(merge_heads(heads_out)), weights  # (batch, T_q, d_model)
 
     @classmethod
     def from_torch(cls, module: nn.MultiheadAttention) -> "MultiHeadAttention":

@@ -91,16 +91,18 @@ def offset_rotation(d_model: int, offset: int, base: float = 10000.0) -> torch.T
     return matrix
 
 
-def _check_tokens(x: torch.Tensor, d_model: int, max_len: int) -> None:
+def _check_tokens(x: torch.Tensor, d_model: int, max_len: int, offset: int = 0) -> None:
     require_tensor(x, "x")
     require_exact_rank(x, "x", 3, "(batch, T, d_model)")
     if x.shape[-1] != d_model:
         raise ValueError(
             f"x has {x.shape[-1]} features (shape {describe_shape(x)}) but the encoding has d_model={d_model}"
         )
-    if x.shape[1] > max_len:
+    require_count(offset, "offset", 0)
+    if offset + x.shape[1] > max_len:
+        where = f"tokens at positions {offset} to {offset + x.shape[1] - 1}" if offset else f"{x.shape[1]} tokens"
         raise ValueError(
-            f"the sequence has {x.shape[1]} tokens but this positional encoding knows only "
+            f"the sequence has {where} but this positional encoding knows only "
             f"max_len={max_len} positions"
         )
 
@@ -114,9 +116,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.register_buffer("table", sinusoidal_encoding(max_len, d_model, base), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_tokens(x, self.d_model, self.max_len)
-        return self.dropout(x + self.table[: x.shape[1]])  # (batch, T, d) + (T, d)
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x (batch, T, d_model) at positions offset, ..., offset + T - 1 (a decoder's next token has offset t)."""
+        _check_tokens(x, self.d_model, self.max_len, offset)
+        return self.dropout(x + self.table[offset : offset + x.shape[1]])  # (batch, T, d) + (T, d)
 
 
 class LearnedPositionalEncoding(nn.Module):
@@ -137,9 +140,10 @@ class LearnedPositionalEncoding(nn.Module):
         nn.init.normal_(self.embedding.weight, std=0.02)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_tokens(x, self.d_model, self.max_len)
-        positions = torch.arange(x.shape[1], device=x.device)  # (T,)
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x (batch, T, d_model) at positions offset, ..., offset + T - 1 (a decoder's next token has offset t)."""
+        _check_tokens(x, self.d_model, self.max_len, offset)
+        positions = torch.arange(offset, offset + x.shape[1], device=x.device)  # (T,)
         return self.dropout(x + self.embedding(positions))  # (batch, T, d) + (T, d)
 
 

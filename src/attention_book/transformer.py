@@ -9,6 +9,7 @@ prove the two compute the same function. Everything is batch first.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +27,7 @@ __all__ = [
     "DecoderLayer",
     "Encoder",
     "Decoder",
+    "DecoderCache",
     "EncoderDecoder",
     "EncoderClassifier",
     "TokenClassifier",
@@ -230,6 +232,37 @@ class DecoderLayer(_Layer):
         x = residual(x, lambda h: self.cross_attn(h, memory, memory, mask=memory_mask)[0], self.norm2, self.dropout2, self.norm_first)
         return residual(x, self.feed_forward, self.norm3, self.dropout3, self.norm_first)
 
+    def step(
+        self,
+        x: torch.Tensor,
+        memory_keys_values: tuple[torch.Tensor, torch.Tensor],
+        past: tuple[torch.Tensor, torch.Tensor] | None,
+        memory_mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """The newest position only, x (batch, 1, d_model), given what the earlier positions left.
+
+        ``past`` holds the self-attention keys and values of the earlier positions (None at the
+        first); the new position's are appended, and it attends to all of them, so no causal
+        mask is needed: there is no future yet. ``memory_keys_values`` are the cross-attention
+        keys and values of the encoder output, computed once. Returns the new vector and the
+        grown ``past``; the result equals row t of :meth:`forward` on all t + 1 positions.
+        """
+        grown = past
+
+        def self_attention(h: torch.Tensor) -> torch.Tensor:
+            nonlocal grown
+            keys, values = self.self_attn.keys_values(h)  # (batch, heads, 1, d_head) each
+            if past is not None:
+                keys = torch.cat([past[0], keys], dim=2)  # (batch, heads, t + 1, d_head)
+                values = torch.cat([past[1], values], dim=2)
+            grown = (keys, values)
+            return self.self_attn.attend(h, keys, values)[0]
+
+        x = residual(x, self_attention, self.norm1, self.dropout1, self.norm_first)
+        x = residual(x, lambda h: self.cross_attn.attend(h, *memory_keys_values, mask=memory_mask)[0],
+                     self.norm2, self.dropout2, self.norm_first)
+        return residual(x, self.feed_forward, self.norm3, self.dropout3, self.norm_first), grown
+
     @classmethod
     def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderLayer":
         """Our copy of a ``torch.nn.TransformerDecoderLayer`` (read as batch first).
@@ -261,7 +294,8 @@ class _Embedding(nn.Module):
         self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if embedding_norm else None
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, tokens: torch.Tensor, token_types: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, token_types: torch.Tensor | None = None, offset: int = 0) -> torch.Tensor:
+        """Token ids (batch, T) at positions offset, ..., offset + T - 1 -> vectors (batch, T, d_model)."""
         require_tensor(tokens, "tokens")
         require_exact_rank(tokens, "tokens", 2, "(batch, T) of token ids")
         if tokens.is_floating_point():
@@ -271,14 +305,16 @@ class _Embedding(nn.Module):
                 f"token ids must lie in [0, {self.vocab_size}) for this vocabulary, but range from "
                 f"{int(tokens.min())} to {int(tokens.max())}"
             )
-        if tokens.shape[1] > self.max_len:
-            raise ValueError(f"the sequence has {tokens.shape[1]} tokens but the model allows at most max_len={self.max_len}")
+        require_count(offset, "offset", 0)
+        if offset + tokens.shape[1] > self.max_len:
+            where = f"a token at position {offset + tokens.shape[1] - 1}" if offset else f"{tokens.shape[1]} tokens"
+            raise ValueError(f"the sequence has {where} but the model allows at most max_len={self.max_len} positions")
         x = self.tokens(tokens) * self.scale  # (batch, T, d_model)
         if self.token_types is not None:
             types = torch.zeros_like(tokens) if token_types is None else token_types
             x = x + self.token_types(types)
         if self.positions is not None:
-            x = self.positions(x)
+            x = self.positions(x, offset)
         if self.norm is not None:
             x = self.norm(x)
         return self.dropout(x)
@@ -467,6 +503,49 @@ class Decoder(nn.Module):
     def cross_attention_weights(self) -> list[torch.Tensor | None]:
         return [layer.cross_attn.last_weights for layer in self.layers]
 
+    def start(self, memory: torch.Tensor, memory_padding_mask: torch.Tensor | None = None) -> "DecoderCache":
+        """An empty cache for writing one token at a time: the encoder output's keys and values, once per layer."""
+        require_tensor(memory, "memory")
+        require_exact_rank(memory, "memory", 3, "(batch, T_in, d_model)")
+        return DecoderCache(
+            memory=[layer.cross_attn.keys_values(memory) for layer in self.layers],
+            memory_mask=key_padding_mask(memory_padding_mask, memory.shape[:2]),  # (batch, 1, 1, T_in)
+            past=[None] * len(self.layers),
+        )
+
+    def step(self, tokens: torch.Tensor, cache: "DecoderCache") -> torch.Tensor:
+        """The next position: tokens (batch, 1), the token fed at position ``cache.position``.
+
+        Returns (batch, 1, d_model), what :meth:`forward` returns at that position when fed every
+        token so far, but computing only the new position (the KV cache keeps the rest).
+        """
+        if not isinstance(cache, DecoderCache):
+            raise ValueError(f"cache must come from Decoder.start(memory), but a {type(cache).__name__} was given")
+        require_tensor(tokens, "tokens")
+        if tokens.dim() != 2 or tokens.shape[1] != 1:
+            raise ValueError(f"step() takes one token per sequence, shape (batch, 1), but was given shape {tuple(tokens.shape)}")
+        x = self.embedding(tokens, offset=cache.position)  # (batch, 1, d_model)
+        for index, layer in enumerate(self.layers):
+            x, cache.past[index] = layer.step(x, cache.memory[index], cache.past[index], cache.memory_mask)
+        cache.position += 1
+        return self.final_norm(x) if self.final_norm is not None else x
+
+
+@dataclass
+class DecoderCache:
+    """What a decoder keeps while it writes one token at a time (the "KV cache"); see :meth:`Decoder.step`.
+
+    ``memory``: per layer, the cross-attention keys and values of the encoder output, each
+    (batch, heads, T_in, d_head); ``past``: per layer, the self-attention keys and values of
+    the positions fed so far, each (batch, heads, t, d_head), or None before the first step;
+    ``position``: how many positions have been fed.
+    """
+
+    memory: list[tuple[torch.Tensor, torch.Tensor]]
+    memory_mask: torch.Tensor | None
+    past: list[tuple[torch.Tensor, torch.Tensor] | None]
+    position: int = 0
+
 
 class EncoderDecoder(nn.Module):
     """The sequence-to-sequence Transformer: encoder, decoder and a linear output layer.
@@ -651,35 +730,72 @@ def greedy_decode(
     eos: int,
     source_padding: torch.Tensor | None = None,
     return_logits: bool = False,
+    cache: bool | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Generate up to ``max_len`` tokens per source sequence, each the most likely next token.
 
     Returns (batch, L) token ids without the leading BOS, L <= max_len; once a sequence
     has produced EOS, its remaining positions are EOS too. Decoding stops early when
-    every sequence has finished.
+    every sequence has finished. With ``return_logits=True`` also every step's logits,
+    (batch, L, vocab).
 
-    With ``return_logits=True`` also the logits of the last decoder pass, (batch, L, vocab):
-    that pass was fed BOS and every written token but the last, so row t scores step t + 1
-    exactly as it was scored while decoding (the decoder is causal), and the decoder's
-    ``last_weights`` hold the attention weights of every step.
+    With ``cache=True`` each step feeds only the newest token (:meth:`Decoder.step`): the keys
+    and values of the earlier positions are kept, not recomputed (a KV cache). Since the
+    decoder is causal, that gives what ``cache=False`` gives, which feeds BOS and every token
+    written so far at each step (``model.decode``; any model with ``encode`` and ``decode``).
+    The default, None, uses the cache when the model's decoder is an :class:`ab.Decoder`.
+    Either way each decoder layer's ``self_attn.last_weights`` (batch, heads, L, L) and
+    ``cross_attn.last_weights`` (batch, heads, L, T_in) afterwards hold every step's weights,
+    row t from step t + 1, the future weighted 0: what one teacher-forced pass leaves.
     """
     require_tensor(source, "source")
     require_exact_rank(source, "source", 2, "(batch, T_in) of token ids")
     require_count(max_len, "max_len", 1)
+    cacheable = isinstance(getattr(model, "decoder", None), Decoder)
+    cache = cacheable if cache is None else cache
+    if cache and not cacheable:
+        raise ValueError(
+            f"cache=True needs an ab.EncoderDecoder, whose decoder can take one token at a time, but a "
+            f"{type(model).__name__} was given; pass cache=False to feed every token at each step"
+        )
+    batch = source.shape[0]
     with evaluating(model):
         memory = model.encode(source, source_padding)  # (batch, T_in, d_model)
-        generated = torch.full((source.shape[0], 1), bos, dtype=torch.long, device=source.device)  # (batch, 1)
-        finished = torch.zeros(source.shape[0], dtype=torch.bool, device=source.device)
+        generated = torch.full((batch, 1), bos, dtype=torch.long, device=source.device)  # (batch, 1): BOS
+        finished = torch.zeros(batch, dtype=torch.bool, device=source.device)
+        if cache:
+            state = model.decoder.start(memory, source_padding)
+            rows = [([], []) for _ in model.decoder.layers]  # per layer: each step's self- and cross-attention row
+
+            def next_logits() -> torch.Tensor:
+                logits = model.output(model.decoder.step(generated[:, -1:], state))[:, -1]  # (batch, vocab)
+                for layer, (own, cross) in zip(model.decoder.layers, rows):
+                    own.append(layer.self_attn.last_weights)  # (batch, heads, 1, t)
+                    cross.append(layer.cross_attn.last_weights)  # (batch, heads, 1, T_in)
+                return logits
+        else:
+
+            def next_logits() -> torch.Tensor:
+                return model.decode(generated, memory, source_padding)[:, -1]  # (batch, vocab)
+
+        step_logits = []
         for _ in range(max_len):
-            logits = model.decode(generated, memory, source_padding)  # (batch, t, vocab)
-            next_token = logits[:, -1].argmax(dim=-1)  # (batch,)
+            logits = next_logits()
+            next_token = logits.argmax(dim=-1)  # (batch,)
             next_token = torch.where(finished, torch.full_like(next_token, eos), next_token)
             generated = torch.cat([generated, next_token[:, None]], dim=1)  # (batch, t + 1)
+            step_logits.append(logits)
             finished |= next_token == eos
             if finished.all():
                 break
+    steps = len(step_logits)
+    if cache:  # the full-pass loop's last pass already left these
+        for layer, (own, cross) in zip(model.decoder.layers, rows):
+            # Row t attended to t + 1 positions; later positions get weight 0, as under a causal mask.
+            layer.self_attn.last_weights = torch.cat([F.pad(row, (0, steps - row.shape[-1])) for row in own], dim=2)
+            layer.cross_attn.last_weights = torch.cat(cross, dim=2)  # (batch, heads, L, T_in)
     if return_logits:
-        return generated[:, 1:], logits
+        return generated[:, 1:], torch.stack(step_logits, dim=1)  # (batch, L), (batch, L, vocab)
     return generated[:, 1:]
 
 

@@ -29,6 +29,13 @@ def test_a_model_in_evaluation_mode_stays_in_it():
     assert not any(module.training for module in model.modules())
 
 
+def test_a_model_switched_to_training_inside_the_block_comes_back_in_evaluation_mode():
+    model = _model().eval()
+    with evaluating(model):
+        model.train()
+    assert not any(module.training for module in model.modules())
+
+
 def test_the_mode_of_every_submodule_is_restored_exactly():
     model = _model().train()
     model[0].eval()  # a frozen part under a trained head

@@ -337,21 +337,22 @@ def test_generate_rejects_bad_arguments(arguments, pattern):
 # Decoding
 
 
+class _Scripted(nn.Module):
+    """Emits tokens 5, 6, EOS for sequence 0 and EOS at once for sequence 1 (encode and decode only: no cache)."""
+
+    def encode(self, source, padding=None):
+        return torch.zeros(source.shape[0], source.shape[1], 4)
+
+    def decode(self, generated, memory, source_padding=None):
+        step = generated.shape[1] - 1
+        script = torch.tensor([[5, 6, ab.EOS, 9], [ab.EOS, 9, 9, 9]])
+        logits = torch.zeros(generated.shape[0], generated.shape[1], 10)
+        logits[torch.arange(2), -1, script[:, step]] = 1.0
+        return logits
+
+
 def test_greedy_decode_stops_at_eos_and_pads_with_eos():
-    class Scripted(nn.Module):
-        """Emits tokens 5, 6, EOS for sequence 0 and EOS at once for sequence 1."""
-
-        def encode(self, source, padding=None):
-            return torch.zeros(source.shape[0], source.shape[1], 4)
-
-        def decode(self, generated, memory, source_padding=None):
-            step = generated.shape[1] - 1
-            script = torch.tensor([[5, 6, ab.EOS, 9], [ab.EOS, 9, 9, 9]])
-            logits = torch.zeros(generated.shape[0], generated.shape[1], 10)
-            logits[torch.arange(2), -1, script[:, step]] = 1.0
-            return logits
-
-    out = ab.greedy_decode(Scripted(), torch.zeros(2, 3, dtype=torch.long), max_len=6, bos=ab.BOS, eos=ab.EOS)
+    out = ab.greedy_decode(_Scripted(), torch.zeros(2, 3, dtype=torch.long), max_len=6, bos=ab.BOS, eos=ab.EOS)
     assert out.tolist() == [[5, 6, ab.EOS], [ab.EOS, ab.EOS, ab.EOS]]
 
 
@@ -364,7 +365,7 @@ def _sharp_encoder_decoder(vocab_size=6, seed=0):
     return model
 
 
-def test_greedy_decode_returns_the_last_pass_logits_equal_to_a_teacher_forced_pass():
+def test_greedy_decode_returns_every_steps_logits_equal_to_a_teacher_forced_pass():
     model = _sharp_encoder_decoder()
     source = torch.tensor([[2, 3, 4, 5], [5, 4, 3, 2]])
     tokens, logits = ab.greedy_decode(model, source, max_len=5, bos=ab.BOS, eos=ab.EOS, return_logits=True)
@@ -375,6 +376,87 @@ def test_greedy_decode_returns_the_last_pass_logits_equal_to_a_teacher_forced_pa
     torch.testing.assert_close(logits, forced)
     assert torch.equal(logits.argmax(dim=-1)[tokens != ab.EOS], tokens[tokens != ab.EOS])
     assert torch.equal(ab.greedy_decode(model, source, max_len=5, bos=ab.BOS, eos=ab.EOS), tokens)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned"])
+def test_greedy_decode_with_a_kv_cache_equals_feeding_every_token_each_step(norm_first, positional):
+    torch.manual_seed(3)
+    model = ab.EncoderDecoder(9, 9, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=10, norm_first=norm_first)
+    model.decoder.embedding.positions = (
+        ab.LearnedPositionalEncoding(10, 16) if positional == "learned" else model.decoder.embedding.positions
+    )
+    with torch.no_grad():
+        model.output.weight.mul_(6.0)
+    model.eval()
+    source = torch.tensor([[3, 4, 5, 6, 0], [8, 7, 6, 0, 0], [4, 4, 5, 6, 7]])
+    padding = source != 0
+    results = {}
+    for cache in (True, False):
+        tokens, logits = ab.greedy_decode(model, source, 8, bos=ab.BOS, eos=ab.EOS, source_padding=padding,
+                                          return_logits=True, cache=cache)
+        weights = [(layer.self_attn.last_weights, layer.cross_attn.last_weights) for layer in model.decoder.layers]
+        results[cache] = tokens, logits, weights
+    (cached, cached_logits, cached_weights), (full, full_logits, full_weights) = results[True], results[False]
+    assert torch.equal(cached, full) and cached.shape[1] >= 2
+    torch.testing.assert_close(cached_logits, full_logits, **TOLERANCE)
+    for (own, cross), (own_full, cross_full) in zip(cached_weights, full_weights):
+        assert own.shape == own_full.shape == (3, 2, cached.shape[1], cached.shape[1])
+        torch.testing.assert_close(own, own_full, **TOLERANCE)  # zeros above the diagonal in both
+        torch.testing.assert_close(cross, cross_full, **TOLERANCE)
+        assert (cross[..., ~padding[1]][1] == 0).all()  # no step of sequence 1 looks at its padding
+
+
+def test_decoder_step_computes_one_position_of_the_full_pass():
+    model = _sharp_encoder_decoder().eval()
+    source = torch.tensor([[2, 3, 4, 5]])
+    fed = torch.tensor([[ab.BOS, 4, 3, 2]])
+    with torch.no_grad():
+        memory = model.encode(source)
+        full = model.decoder(fed, memory)  # (1, 4, d_model)
+        state = model.decoder.start(memory)
+        steps = [model.decoder.step(fed[:, t : t + 1], state) for t in range(4)]
+    assert state.position == 4 and state.past[0][0].shape == (1, 2, 4, 8)  # (batch, heads, t, d_head)
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, **TOLERANCE)
+
+
+def test_decoder_step_rejects_bad_input_clearly():
+    model = _sharp_encoder_decoder().eval()
+    with torch.no_grad():
+        state = model.decoder.start(model.encode(torch.tensor([[2, 3]])))
+        with pytest.raises(ValueError, match=r"one token per sequence, shape \(batch, 1\)"):
+            model.decoder.step(torch.tensor([[ab.BOS, 3]]), state)
+        with pytest.raises(ValueError, match="must come from Decoder.start"):
+            model.decoder.step(torch.tensor([[ab.BOS]]), {})
+        for _ in range(8):
+            model.decoder.step(torch.tensor([[3]]), state)
+        with pytest.raises(ValueError, match="a token at position 8 .* max_len=8"):
+            model.decoder.step(torch.tensor([[3]]), state)
+    with pytest.raises(ValueError, match="cache=True needs an ab.EncoderDecoder.*pass cache=False"):
+        ab.greedy_decode(_Scripted(), torch.zeros(1, 3, dtype=torch.long), 4, bos=ab.BOS, eos=ab.EOS, cache=True)
+
+
+def test_attention_to_kept_keys_and_values_equals_the_forward_pass():
+    torch.manual_seed(0)
+    layer = ab.MultiHeadAttention(12, 3).eval()
+    query, memory = torch.randn(2, 4, 12), torch.randn(2, 5, 12)
+    mask = torch.rand(2, 4, 5) > 0.3
+    out, weights = layer(query, memory, memory, mask=mask)
+    kept = layer.keys_values(memory)
+    assert kept[0].shape == (2, 3, 5, 4)
+    out_kept, weights_kept = layer.attend(query, *kept, mask=mask)
+    assert torch.equal(out, out_kept) and torch.equal(weights, weights_kept)
+    with pytest.raises(ValueError, match=r"keys must have shape \(batch, heads, T_k, d_head\) = \(2, 3, 5, 4\)"):
+        layer.attend(query, memory, memory)
+
+
+def test_positional_encodings_take_an_offset():
+    x = torch.zeros(1, 3, 8)
+    for encoding in (ab.SinusoidalPositionalEncoding(8, 10), ab.LearnedPositionalEncoding(10, 8)):
+        whole = encoding(torch.zeros(1, 10, 8))
+        torch.testing.assert_close(encoding(x, offset=4), whole[:, 4:7])
+        with pytest.raises(ValueError, match="positions 8 to 10 .* max_len=10"):
+            encoding(x, offset=8)
 
 
 def test_beam_search_of_width_one_is_greedy_decoding():

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from attention_book._validation import (
+    broadcast_shape,
     check_mask,
     describe_shape,
     require_count,
@@ -131,3 +132,16 @@ def test_require_padding_mask_takes_a_boolean_mask_of_exactly_the_shape():
         require_padding_mask(mask.float(), (2, 3), "tokens")
     with pytest.raises(ValueError, match="padding_mask must be a torch.Tensor"):
         require_padding_mask([[True] * 3] * 2, (2, 3), "tokens")
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [[(2, 1, 4), (3, 1)], [(5,), (1, 5)], [(2, 3), (3, 2)], [(0, 1), (1, 4)], [(0,), (3,)], [()], [(4, 1, 1), (), (1, 7, 1)],
+     [(1, 2, 3, 4), (2, 1, 4)], [(2, 2), (2, 2), (3, 2)]],
+)
+def test_broadcast_shape_agrees_with_torch(shapes):
+    try:
+        expected = tuple(torch.broadcast_shapes(*shapes))
+    except RuntimeError:
+        expected = None
+    assert broadcast_shape(*shapes) == expected

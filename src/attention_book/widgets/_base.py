@@ -156,7 +156,7 @@ class AttentionWidget(anywidget.AnyWidget):
         """Recompute with torch; bad input sets ``error`` and keeps the last good ``data``."""
         start = time.perf_counter()
         try:
-            with one_cpu_thread(self.device), torch.no_grad():
+            with one_cpu_thread(self.device), torch.inference_mode():
                 data = self.compute(self.device)
             if self.device.type == "cuda":
                 torch.cuda.synchronize()

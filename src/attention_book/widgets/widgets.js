@@ -694,6 +694,10 @@ function decodingStepper(frame) {
   const headMenu = select(frame, "head", "head", [], frame.view.head, (v) => frame.setView({ head: v }));
   const source = textInput(frame, "source", "source", model.get("inputs").source, "decode another source");
 
+  // The picture's layout: a new source of the same length, with labels as wide, reuses it.
+  const layoutOf = (data) => JSON.stringify([data.output.length, data.source.length, data.vocabulary,
+    Math.max(...data.fed.map((f, i) => `${f} → ${data.output[i]}`.length))]);
+
   function build(data) {
     const L = data.output.length;
     const T = data.source.length;
@@ -717,19 +721,23 @@ function decodingStepper(frame) {
       return make("svg:rect", { x: barsX, y: 50 + k * barHeight + 1, height: barHeight - 2, width: 0, fill: "#56b4e9" }, svg);
     });
     const note = make("svg:text", { x: 10, y: height - 6, "font-size": 11, fill: "#7a5b00" }, svg, "");
-    built = { key: JSON.stringify([data.source, data.output]), heading, cross, selfMap, probBars, barWidth, note };
+    built = { layout: layoutOf(data), heading, cross, selfMap, probBars, barWidth, note };
     step.setRange(1, L);
     layerMenu.fill(
       data.num_layers === 1 ? [["0 (the model has one layer)", 0]] : Array.from({ length: data.num_layers }, (_, i) => [`layer ${i}`, i]),
       Math.min(frame.view.layer, data.num_layers - 1),
     );
     headMenu.fill([["average of heads", -1], ...Array.from({ length: data.num_heads }, (_, h) => [`head ${h}`, h])], frame.view.head);
-    source.value = data.source.join(" ");
   }
 
   return function draw() {
     const data = dataOf(model);
-    if (!built || built.key !== JSON.stringify([data.source, data.output])) build(data);
+    if (!built || built.layout !== layoutOf(data)) build(data);
+    if (built.data !== data) {  // new numbers: the source letters under the cross-attention, the text box
+      data.source.forEach((token, j) => built.cross.colLabel(j, token));
+      source.value = data.source.join(" ");
+      built.data = data;
+    }
     const v = frame.view;
     const L = data.output.length;
     const s = Math.min(Math.max(1, v.step), L);
@@ -827,9 +835,11 @@ function render({ model, el }) {
   };
   let draw = null;
   function redraw() {
+    const start = performance.now();
     draw();
     el.dataset.frames = String(Number(el.dataset.frames) + 1);
     el.dataset.drawnAt = String(performance.now());
+    el.dataset.drawMs = String(performance.now() - start);  // the benchmark reports how much of a redraw is drawing
   }
   frame.setView = function (patch) {
     Object.assign(frame.view, patch);
