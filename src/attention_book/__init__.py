@@ -76,6 +76,7 @@ from .training import (
 )
 from .transformer import (
     Decoder,
+    DecoderCache,
     DecoderLayer,
     Encoder,
     EncoderClassifier,
@@ -121,6 +122,7 @@ __all__ = [
     "DecoderLayer",
     "Encoder",
     "Decoder",
+    "DecoderCache",
     "EncoderDecoder",
     "EncoderClassifier",
     "TokenClassifier",

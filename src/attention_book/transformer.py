@@ -300,11 +300,12 @@ class _Embedding(nn.Module):
         require_exact_rank(tokens, "tokens", 2, "(batch, T) of token ids")
         if tokens.is_floating_point():
             raise ValueError(f"tokens must be integer ids, but have dtype {tokens.dtype}")
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
-            raise ValueError(
-                f"token ids must lie in [0, {self.vocab_size}) for this vocabulary, but range from "
-                f"{int(tokens.min())} to {int(tokens.max())}"
-            )
+        if tokens.numel():
+            low, high = (int(bound) for bound in torch.aminmax(tokens))  # one pass over the ids
+            if low < 0 or high >= self.vocab_size:
+                raise ValueError(
+                    f"token ids must lie in [0, {self.vocab_size}) for this vocabulary, but range from {low} to {high}"
+                )
         require_count(offset, "offset", 0)
         if offset + tokens.shape[1] > self.max_len:
             where = f"a token at position {offset + tokens.shape[1] - 1}" if offset else f"{tokens.shape[1]} tokens"
