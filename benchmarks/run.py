@@ -508,6 +508,10 @@ def write_report(results: dict, out: Path) -> None:
                 within = r.get("draw_median_ms", r["median_ms"]) <= BUDGETS["widget_median_ms"]
             lines.append(f"| {r['where']} | {r['widget']} | {r['control']} | {r['kind']} | {r['moves']} | {draw} | {r['median_ms']:.1f} | "
                          f"{r['p95_ms']:.1f} | {verdict(within)} |")
+        drawing = [r for r in results["widgets_browser"] if "drawing_median_ms" in r]
+        if drawing:  # where a model-bound round trip goes: the rest is the kernel and the messages
+            lines += ["", "Of a model-bound round trip, the widget's drawing in the browser took (median ms): "
+                      + "; ".join(f"{r['widget']} · {r['control']} {r['drawing_median_ms']:.1f}" for r in drawing) + "."]
         lines.append("")
     if "training" in results:
         lines += ["## Training to target on CPU", "", "With as many CPU threads as the chapter uses. Steps and seconds are up to the first validation at or above the target, "

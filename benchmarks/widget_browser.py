@@ -44,9 +44,11 @@ PRESENTATION = {
     "decoding": ["step", "back", "next", "head"],
 }
 
-# A laptop's browser window. Headless Chromium paints in software on the CPU the kernel uses too: a
-# 4000 px tall window (every widget on screen at once) cost the browser 40 ms of CPU per repaint
-# against 11 ms at 900 px, and the decoding stepper's source edit 51.5 ms against 47.9 ms.
+# A laptop's browser window; each widget is scrolled into view before its controls are moved.
+# Headless Chromium paints in software, on the two cores the kernel uses too: with a 4000 px tall
+# window (every widget on screen at once) its GPU process took 40 ms of CPU per source edit of the
+# decoding stepper against 11-12 ms at 900 px, and the edit took 51.5 and 53.3 ms (median of 30)
+# against 47.8 and 48.0 ms.
 WINDOW = (1280, 900)
 
 NOTEBOOK_SETUP = (
