@@ -93,6 +93,21 @@ def test_stopping_at_max_len_without_eos_is_said(task):
         assert stepper.data["stopped_at_limit"] and stepper.data["max_len"] == 3
 
 
+def test_the_model_trains_after_the_widget_and_the_weights_it_left_clone_into_autograd(stepper, model, task):
+    """The widget computes under inference_mode (see AttentionWidget.update): what it leaves must not
+    get in the way of training the model afterwards, and its weights become usable by clone()."""
+    left = model.decoder.layers[0].self_attn.last_weights
+    assert left.is_inference()
+    scale = torch.ones((), requires_grad=True)
+    (left.clone() * scale).sum().backward()  # the documented way to use them with autograd
+    assert scale.grad is not None
+    model.train()
+    batch = next(iter(torch.utils.data.DataLoader(task, batch_size=4)))
+    loss = ab.seq2seq_loss(model, batch)
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
 def test_parse_source_accepts_commas_spaces_and_run_together_symbols():
     vocab = ab.SequenceTask("sort", 1, num_symbols=4).vocab
     assert parse_source("a, b c", vocab, 5) == ["A", "B", "C"] and parse_source("ABC", vocab, 5) == ["A", "B", "C"]
