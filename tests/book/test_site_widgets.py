@@ -172,3 +172,42 @@ def test_hovering_a_cell_highlights_its_row_and_column_and_leaving_restores_it(s
     ActionChains(browser).move_by_offset(0, -400).perform()  # off the map
     after = state()
     assert all(opacity == "1" for _, _, opacity in after["cells"]) and after["bold"] == []
+
+
+PHONE_LAYOUT = """
+return {
+  width: window.innerWidth,
+  pageWidth: document.documentElement.scrollWidth,
+  widgets: Array.from(document.querySelectorAll('.ab-widget')).map((w) => {
+    const box = w.querySelector('.ab-picture');
+    const svg = box.querySelector('svg');
+    return {kind: w.dataset.kind, scale: svg.getBoundingClientRect().width / svg.viewBox.baseVal.width,
+            scrolls: box.scrollWidth > box.clientWidth, fits: w.getBoundingClientRect().right <= window.innerWidth + 1};
+  }),
+};
+"""
+
+
+def test_on_a_390_px_phone_no_page_scrolls_sideways_and_widgets_keep_legible_labels(site, browser):
+    """At 390 px a widget's 660-unit picture shrank to 48 % (labels of 3.4-5.3 px) and chapter 4's page
+    scrolled sideways. Now the page fits, every widget box fits, and its picture keeps at least 84 % of
+    its size (the desktop shows 98 %), scrolling sideways inside the widget instead."""
+    problems = []
+    browser.set_window_size(390, 844)
+    try:
+        for chapter, kind in CHAPTER_WIDGETS.items():
+            browser.get((site / "notebooks" / f"{chapter}.html").as_uri())
+            browser.execute_async_script(POKE_SCRIPT, {"presentation": {}, "bound": {}})  # until the widgets have drawn
+            layout = browser.execute_script(PHONE_LAYOUT)
+            if layout["width"] != 390:
+                problems.append(f"{chapter}: the window is {layout['width']} px wide, not 390")
+            if layout["pageWidth"] > layout["width"]:
+                problems.append(f"{chapter}: the page is {layout['pageWidth']} px wide at {layout['width']} px: it scrolls sideways")
+            if not layout["widgets"]:
+                problems.append(f"{chapter}: no {kind} widget on the page")
+            for widget in layout["widgets"]:
+                if widget["scale"] < 0.84 or not widget["scrolls"] or not widget["fits"]:
+                    problems.append(f"{chapter}: {widget}")
+    finally:
+        browser.set_window_size(1280, 1500)
+    assert not problems, "\n".join(problems)

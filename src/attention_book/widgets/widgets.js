@@ -69,8 +69,9 @@ const STYLE = `
 .ab-control .ab-readout { min-width: 3.2em; font-variant-numeric: tabular-nums; }
 .ab-error { color: #b00020; font-size: 12px; }
 .ab-error:empty { display: none; }
-.ab-picture { position: relative; }
-.ab-picture svg { width: 100%; height: auto; display: block; }
+/* Narrower than 560 px (a phone) the picture scrolls sideways rather than shrink its labels. */
+.ab-picture { position: relative; overflow-x: auto; }
+.ab-picture svg { width: 100%; min-width: 560px; height: auto; display: block; }
 .ab-picture text { font-family: inherit; }
 .ab-stale svg { opacity: 0.35; }
 .ab-stale-note { display: none; position: absolute; top: 4px; right: 6px; background: #fff3cd; color: #7a5b00;
