@@ -155,7 +155,7 @@ class AttentionWidget(anywidget.AnyWidget):
     def update(self, changed: str | None = None) -> None:
         """Recompute with torch; bad input sets ``error`` and keeps the last good ``data``.
 
-        The computation runs under ``torch.inference_mode()``, measured 13 % faster than
+        The computation runs under ``torch.inference_mode()``, measured about 12 % faster than
         ``no_grad`` for the decoding stepper (23-26 against 27-28 ms). So the attention weights a
         widget leaves in a model's ``last_weights`` are inference tensors: to use one in a
         computation that autograd records, ``clone()`` it first (or run the model again).
