@@ -38,8 +38,10 @@ def merge(full: dict, part: dict) -> list[str]:
         else:
             full["plan"]["arm_sizes"][arm] = sizes
         full["arms"][arm] = {str(n): full["arms"][arm][str(n)] for n in sorted(int(k) for k in full["arms"][arm])}
-        full["seconds"][f"{arm}, added part"] = part["seconds"].get(arm, 0.0)
-    full["seconds"][f"encoding, added part ({', '.join(part['arms'])})"] = part["seconds"].get("encoding", 0.0)
+        label = f"{arm}, added part"
+        full["seconds"][label] = full["seconds"].get(label, 0.0) + part["seconds"].get(arm, 0.0)
+    label = f"encoding, added part ({', '.join(part['arms'])})"
+    full["seconds"][label] = full["seconds"].get(label, 0.0) + part["seconds"].get("encoding", 0.0)
     full["arms"] = {arm: full["arms"][arm] for arm in STUDY_ARMS if arm in full["arms"]}
     return added
 
@@ -48,12 +50,13 @@ def main(paths: list[str]) -> None:
     if not paths:
         raise SystemExit(__doc__)
     full = load_study()
-    added = []
+    added, dates = [], []
     for path in paths:
         part = json.loads(Path(path).read_text())
         added += merge(full, part)
-        date = part.get("machine", {}).get("date", "?")
-    full["note"] += f"; added later by separate runs of the same functions ({date}): " + ", ".join(added)
+        dates.append(part.get("machine", {}).get("date", "?"))
+    when = ", ".join(sorted(set(dates)))
+    full["note"] += f"; added later by separate runs of the same functions ({when}): " + ", ".join(added)
     print(f"stored {', '.join(added)}; sha256 {store_study(full)}")
 
 

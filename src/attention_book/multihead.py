@@ -113,16 +113,20 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(inner, d_model, bias=bias)  # W_O, (n_h * d_head -> d_model)
         self.last_weights: torch.Tensor | None = None
 
+    def _check_tokens(self, tensor, name: str) -> None:
+        """One input of d_model features per token: (batch, tokens, d_model), floating point."""
+        require_tensor(tensor, name)
+        require_exact_rank(tensor, name, 3, "(batch, tokens, d_model)")
+        require_floating(tensor, name)
+        if tensor.shape[-1] != self.d_model:
+            raise ValueError(
+                f"{name} has {tensor.shape[-1]} features (shape {describe_shape(tensor)}) "
+                f"but the layer expects d_model={self.d_model}"
+            )
+
     def _check_inputs(self, query, key, value, mask):
         for name, tensor in (("query", query), ("key", key), ("value", value)):
-            require_tensor(tensor, name)
-            require_exact_rank(tensor, name, 3, "(batch, tokens, d_model)")
-            require_floating(tensor, name)
-            if tensor.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} has {tensor.shape[-1]} features (shape {describe_shape(tensor)}) "
-                    f"but the layer expects d_model={self.d_model}"
-                )
+            self._check_tokens(tensor, name)
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(
                 f"key {describe_shape(key)} and value {describe_shape(value)} must have the same "
@@ -178,8 +182,7 @@ class MultiHeadAttention(nn.Module):
         Returns ``(out, weights)`` as :meth:`forward` does, and keeps the weights in ``last_weights``;
         ``forward(query, key, value, mask)`` is ``attend(query, *keys_values(key, value), mask)``.
         """
-        require_tensor(query, "query")
-        require_exact_rank(query, "query", 3, "(batch, T_q, d_model)")
+        self._check_tokens(query, "query")
         for name, tensor in (("keys", keys), ("values", values)):
             require_tensor(tensor, name)
             expected = (query.shape[0], self.num_heads, keys.shape[-2], self.d_head)
@@ -188,8 +191,6 @@ class MultiHeadAttention(nn.Module):
                     f"{name} must have shape (batch, heads, T_k, d_head) = {expected}, as keys_values() makes "
                     f"them, but has shape {describe_shape(tensor)}"
                 )
-        if query.shape[-1] != self.d_model:
-            raise ValueError(f"query has {query.shape[-1]} features (shape {describe_shape(query)}) but the layer expects d_model={self.d_model}")
         if mask is not None and mask.dim() == 3:  # (batch, T_q, T_k): shared by the heads
             mask = mask[:, None]
         return self._weighted(split_heads(self.q_proj(query), self.num_heads), keys, values, mask)

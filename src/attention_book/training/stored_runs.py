@@ -108,8 +108,7 @@ class StoredRuns:
             if entry not in self._stored_info:
                 raise KeyError(f"the stored runs of {self.chapter} have no {entry!r}; they have {sorted(self._stored_info)}. "
                                f"Run `make seeds` to store them again.")
-            prefix = f"{entry}/"
-            state = {key[len(prefix):]: value for key, value in self._stored.items() if key.startswith(prefix)}
+            state = self._stored_state(entry)
             try:
                 model.load_state_dict(state)
             except RuntimeError as error:
@@ -136,9 +135,13 @@ class StoredRuns:
         self._new_info[entry] = info
         self._new_tensors.update({f"{entry}/{key}": value for key, value in state.items()})
 
-    def _compare(self, entry: str, state: dict, info: dict) -> None:
+    def _stored_state(self, entry: str) -> dict[str, torch.Tensor]:
+        """The stored weights of ``entry`` ("name/seedN") as a state dict."""
         prefix = f"{entry}/"
-        stored = {key[len(prefix):]: value for key, value in self._stored.items() if key.startswith(prefix)}
+        return {key[len(prefix):]: value for key, value in self._stored.items() if key.startswith(prefix)}
+
+    def _compare(self, entry: str, state: dict, info: dict) -> None:
+        stored = self._stored_state(entry)
         if set(stored) != set(state) or any(stored[key].shape != state[key].shape for key in stored):
             self.mismatches.append(f"{entry}: the model trained here has other parameters than the stored one")
             return

@@ -22,7 +22,6 @@ import copy
 import torch
 
 from ..data.tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
-from ..modes import evaluating
 from ..transformer import greedy_decode
 from ._base import AttentionWidget, WidgetInputError, rounded
 
@@ -139,20 +138,20 @@ class DecodingStepper(AttentionWidget):
 
     @torch.no_grad()
     def compute(self, device: torch.device) -> dict:
-        """Greedy decoding of the source; its last decoder pass saw everything that was fed.
+        """Greedy decoding of the source, with every step's logits and attention weights.
 
-        The decoder is causal, so row t of that pass is exactly what it computed at step t:
-        the browser shows any step, layer and head (or their average) without the kernel.
+        ``greedy_decode`` leaves in each decoder layer the weights of every step (row t from
+        step t + 1), so the browser shows any step, layer and head (or their average) without
+        the kernel.
         """
         labels = parse_source(self.inputs["source"], self.vocab, self.max_source)
         model = self._model_on(device)
         source = self.vocab.encode(labels).to(device)[None]  # (1, T_in)
-        with evaluating(model):
-            # One sequence stops at its first EOS, so the last pass was fed BOS + the output before each step.
-            output, logits = greedy_decode(model, source, self.max_len, bos=BOS, eos=EOS, return_logits=True)
-            output = output[0]  # (L,); logits (1, L, vocab)
-            wrote_eos = bool((output == EOS).any())
-            fed = torch.cat([torch.tensor([BOS], device=device), output[:-1]])  # (L,): BOS + the output before each step
+        # greedy_decode runs the model in evaluation mode; one sequence stops at its first EOS.
+        output, logits = greedy_decode(model, source, self.max_len, bos=BOS, eos=EOS, return_logits=True)
+        output = output[0]  # (L,); logits (1, L, vocab)
+        wrote_eos = bool((output == EOS).any())
+        fed = torch.cat([torch.tensor([BOS], device=device), output[:-1]])  # (L,): BOS + the output before each step
         probabilities = torch.softmax(logits[0], dim=-1)  # (L, vocab): row t = the next-token distribution at step t + 1
         cross, self_rows = [], []
         for layer in model.decoder.layers:
