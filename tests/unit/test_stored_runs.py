@@ -27,12 +27,12 @@ def build(seed):
     return make
 
 
-def train(calls):
+def train(calls, steps=7, shift=1.0, accuracy=None):
     def step(model):
         calls.append(model)
         with torch.no_grad():
-            model.weight.add_(1.0)
-        return {"steps": 7}
+            model.weight.add_(shift)
+        return {"steps": steps} if accuracy is None else {"steps": steps, "validation": accuracy}
     return step
 
 
@@ -63,21 +63,51 @@ def test_store_then_load_gives_the_same_weights_and_trains_only_the_live_seed(st
     assert len(calls) == 1  # seed 0 only
     report = runs.report()
     assert "loaded from toy_seeds.safetensors" in report and "linear, seeds 1, 2" in report
-    assert "linear/seed0 trained here: largest weight difference from the stored run 0.0e+00" in report
+    assert "linear/seed0 trained here and compared by outcome: steps 7 here, 7 stored (seeds span 7 to 7)" in report
+    assert "(trained by make seeds on " in report and "torch " in report
     model, _ = runs.run("linear", 0, build(0), train(calls), live=False)
     assert len(calls) == 1, "live=False loads seed 0 too"
 
 
-def test_a_changed_recipe_is_caught_against_the_stored_run(stored_folder, monkeypatch):
+def store_seeds(monkeypatch, outcomes):
+    """Store toy runs of seeds 0, 1, ... with the given (steps, validation) outcomes."""
+    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "store")
+    runs = ab.StoredRuns("toy")
+    for seed, (steps, accuracy) in enumerate(outcomes):
+        runs.run("linear", seed, build(seed), train([], steps=steps, accuracy=accuracy))
+    runs.save()
+    monkeypatch.delenv(ab.training.SEEDS_VARIABLE)
+
+
+def test_another_machine_s_weights_with_the_same_outcome_pass(stored_folder, monkeypatch):
+    """Other rounding gives other weights; what is compared is what the run reached."""
+    store_seeds(monkeypatch, [(500, 0.995), (420, 0.994), (360, 0.999)])
+    runs = ab.StoredRuns("toy")
+    model, _ = runs.run("linear", 0, build(0), train([], steps=470, shift=1.3, accuracy=0.993))
+    report = runs.report()  # weights 0.3 apart from the stored run: fine, the outcome is within the seeds' spread
+    assert "steps 470 here, 500 stored (seeds span 360 to 500)" in report
+    assert "validation 99.3% here, 99.5% stored (seeds span 99.4% to 99.9%)" in report
+    assert "within the spread of the seeds" in report
+
+
+@pytest.mark.parametrize("steps, accuracy, named", [
+    (700, 0.995, "steps 700 here, outside 220 to 640"),      # band: 360-500 widened by 140 each way
+    (480, 0.97, "validation 97.0% here, outside 98.9% to 100.4%"),
+])
+def test_a_changed_recipe_is_caught_by_its_outcome(stored_folder, monkeypatch, steps, accuracy, named):
+    store_seeds(monkeypatch, [(500, 0.995), (420, 0.994), (360, 0.999)])
+    runs = ab.StoredRuns("toy")
+    runs.run("linear", 0, build(0), train([], steps=steps, accuracy=accuracy))
+    with pytest.raises(RuntimeError, match="make seeds") as error:
+        runs.report()
+    assert named in str(error.value) and "3 stored seeds span" in str(error.value)
+
+
+def test_an_outcome_the_stored_runs_lack_is_named(stored_folder, monkeypatch):
     store_seed_0(monkeypatch)
     runs = ab.StoredRuns("toy")
-
-    def another_recipe(model):
-        with torch.no_grad():
-            model.weight.add_(2.0)
-
-    runs.run("linear", 0, build(0), another_recipe)
-    with pytest.raises(RuntimeError, match="make seeds"):
+    runs.run("linear", 0, build(0), train([], accuracy=0.9))
+    with pytest.raises(RuntimeError, match="have no 'validation' to compare with"):
         runs.report()
 
 
@@ -127,7 +157,7 @@ def test_the_package_ships_every_seed_of_chapters_4_and_6(chapter, names, monkey
     monkeypatch.delenv(ab.training.SEEDS_VARIABLE, raising=False)
     runs = ab.StoredRuns(chapter)
     assert sorted(runs._stored_info) == sorted(f"{name}/seed{seed}" for name in names for seed in range(5))
-    assert runs.stored_by.startswith("make seeds, torch ")
+    assert runs.stored_by.startswith("make seeds on ") and "torch thread" in runs.stored_by
 
 
 def test_a_changed_model_gets_a_clear_error_not_torch_s(stored_folder, monkeypatch):
