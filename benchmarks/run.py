@@ -412,7 +412,7 @@ def bench_transfer(smoke: bool, arms: list[str] | None = None, out: Path | None 
     from attention_book.data import build_vocabulary, load_reviews
     from attention_book.pretrained import load_minilm
     from attention_book.training.transfer import (
-        FULL_STUDY, STUDY_ARMS, StudyPlan, prepare_study, run_study, store_study, summarize_study,
+        FULL_STUDY, STUDY_ARMS, StudyPlan, prepare_study, run_study, store_study, study_fingerprint, summarize_study,
     )
 
     start = time.perf_counter()
@@ -439,6 +439,7 @@ def bench_transfer(smoke: bool, arms: list[str] | None = None, out: Path | None 
     results["seconds"]["encoding"] = prepared
     results["seconds"]["total"] = time.perf_counter() - start
     results["machine"] = machine()
+    results["code"] = study_fingerprint()  # tests/unit/test_stored_study.py pins the stored run to it
     results["command"] = ("python benchmarks/run.py --only transfer" + (f" --transfer-arms {' '.join(repr(a) for a in plan.arms)}" if arms else "")
                           + (f" --transfer-sizes {' '.join(map(str, sizes))}" if sizes else ""))
     if smoke or arms or sizes:

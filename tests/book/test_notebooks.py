@@ -76,7 +76,7 @@ class NbvalRun:
         return self.output[-6000:]
 
 
-def run_nbval(notebook: Path, mode: str, tmp_path: Path) -> NbvalRun:
+def run_nbval(notebook: Path, mode: str, tmp_path: Path, extra_environment: dict[str, str] | None = None) -> NbvalRun:
     """``python -m pytest --nbval|--nbval-lax notebook`` in a subprocess, with the sanitizer."""
     report = tmp_path / f"{notebook.stem}-{mode}.xml"
     command = [
@@ -87,6 +87,7 @@ def run_nbval(notebook: Path, mode: str, tmp_path: Path) -> NbvalRun:
     ]  # fmt: skip
     # Never let the Colab setup cell install anything while testing.
     environment = {key: value for key, value in os.environ.items() if not key.startswith("ATTENTION_BOOK_")}
+    environment.update(extra_environment or {})
     result = subprocess.run(
         command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=NOTEBOOK_TIMEOUT_S
     )
@@ -115,6 +116,21 @@ def test_chapter_passes_nbval(chapter, tmp_path):
         f"(re-execute it, or tag a cell whose output varies by nature nbval-ignore-output, with the reason in its metadata):\n{run.report()}"
     )
     assert run.passed == len(_code_cells(_read(chapter)))
+
+
+STORED_SEED_CHAPTERS = [chapter for chapter in CHAPTERS if "StoredRuns(" in chapter.read_text(encoding="utf-8")]
+
+
+@pytest.mark.nbval
+@pytest.mark.parametrize("chapter", STORED_SEED_CHAPTERS, ids=_id)
+def test_chapter_holds_with_every_seed_trained_here(chapter, tmp_path):
+    """``ATTENTION_BOOK_SEEDS=train``, which the chapters offer readers: no seed is loaded, every
+    seed is trained on this machine, and every assert of the chapter must still hold (the site
+    build runs the chapters, loading seeds 1-4, under the second numerical configuration)."""
+    assert STORED_SEED_CHAPTERS, "no chapter loads stored seeds any more: remove this test"
+    run = run_nbval(chapter, "nbval-lax", tmp_path, {"ATTENTION_BOOK_SEEDS": "train"})
+    assert run.returncode == 0 and not run.failures, (
+        f"{_rel(chapter)} fails with ATTENTION_BOOK_SEEDS=train (every seed trained here):\n{run.report()}")
 
 
 def _check_cell_numbers(notebook) -> list[int]:

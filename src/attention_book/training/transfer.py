@@ -10,7 +10,9 @@ on :class:`~attention_book.data.batches.LengthBatches`; every function is seeded
 
 from __future__ import annotations
 
+import ast
 import copy
+import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -62,6 +64,7 @@ __all__ = [
     "STUDY_COMMAND",
     "load_study",
     "store_study",
+    "study_fingerprint",
 ]
 
 SMALL_MODEL = dict(d_model=64, num_heads=4, d_ff=128, num_layers=2, dropout=0.0)
@@ -797,3 +800,48 @@ def store_study(results: dict) -> str:
     path = STORED_FOLDER / STUDY_FILE
     path.write_text(json.dumps(results, indent=1) + "\n")
     return record_stored_file(STUDY_FILE)
+
+
+def _without_docstring(node: ast.AST) -> ast.AST:
+    body = getattr(node, "body", None)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        node = copy.copy(node)
+        node.body = body[1:] or [ast.Pass()]
+    return node
+
+
+def study_fingerprint() -> dict:
+    """What the stored study was computed by: the names and a SHA-256 of this module's code that
+    :func:`run_study` reaches (itself, the functions, classes and constants it names, and theirs in
+    turn), docstrings, comments and layout left out.
+
+    ``stored/transfer_study.json`` keeps it (``code``); a test fails when the code no longer gives
+    the same fingerprint, so the page never shows numbers that today's functions would not make.
+    (Library code outside this module, such as ``fit``, is pinned by the test's live re-run of one
+    cell of the grid instead.)
+    """
+    import inspect
+    import sys
+
+    tree = ast.parse(inspect.getsource(sys.modules[__name__]))
+    top: dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            top[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    top[target.id] = node
+    reached, waiting = set(), ["run_study", "prepare_study", "FULL_STUDY"]
+    while waiting:
+        name = waiting.pop()
+        if name in reached or name not in top:
+            continue
+        reached.add(name)
+        waiting.extend(found.id for found in ast.walk(top[name]) if isinstance(found, ast.Name))
+    reached.discard("STUDY_FILE")
+    digest = hashlib.sha256()
+    for name in sorted(reached):
+        digest.update(name.encode() + b"\0" + ast.dump(_without_docstring(top[name])).encode() + b"\0")
+    return {"sha256": digest.hexdigest(), "reaches": sorted(reached)}
