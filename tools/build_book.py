@@ -205,7 +205,8 @@ def _drop_outputs_of_another_package(build_dir: Path, environment: dict[str, str
         digest.update(f"{name}={environment.get(name, '')}\0".encode())
     cache, stamp = build_dir / ".jupyter_cache", build_dir / ".jupyter_cache.package"
     if cache.exists() and (not stamp.is_file() or stamp.read_text() != digest.hexdigest()):
-        print("build_book: attention_book changed since the last build; executing every chapter again")
+        print("build_book: attention_book or the numerical configuration changed since the last build; "
+              "executing every chapter again")
         shutil.rmtree(cache)
     stamp.write_text(digest.hexdigest())
 

@@ -1,8 +1,9 @@
 """The website: it builds from a clean tree, works offline, and renders in a real browser.
 
 The session-scoped fixture `site` (tests/book/conftest.py) builds the site once with tools/build_book.py (what
-`make book` runs) into _build/; the chapters' execution cache in _build/.jupyter_cache is
-kept, so a second run only re-executes chapters that changed. Every other site test
+`make book` runs) into _build/, executing the chapters under the second numerical configuration
+(``--other-machine``: nbval runs them natively); the chapters' execution cache in
+_build/.jupyter_cache is kept, so a second run only re-executes chapters that changed. Every other site test
 reads that build. Artifacts (build log, link-check report, screenshots) go to
 tests/artifacts/.
 """
@@ -462,3 +463,23 @@ def test_sidebar_toggles_work_on_a_phone_and_on_a_desktop(site, browser):
         assert sidebar.is_displayed(), "at 1280 px the toggle did not bring the sidebar back"
     finally:
         browser.set_window_size(1280, 1500)
+
+
+def test_the_site_s_chapters_ran_as_on_another_machine(site):
+    """The build that every site test reads executed the chapters under build_book's OTHER_MACHINE
+    (the execution cache is keyed on the numerical configuration, so a cached chapter ran so too)."""
+    log = (ARTIFACTS / "build.log").read_text(errors="replace")
+    assert "chapters executed under the second numerical configuration" in log, log[-2000:]
+    assert set(build_book.OTHER_MACHINE) <= set(build_book.NUMERICS_VARIABLES)
+
+
+def test_the_execution_cache_is_kept_only_for_the_same_numerical_configuration(tmp_path, capsys):
+    build = tmp_path / "_build"
+    build.mkdir()
+    build_book._drop_outputs_of_another_package(build, {})  # writes the stamp
+    (build / ".jupyter_cache").mkdir()
+    build_book._drop_outputs_of_another_package(build, {})
+    assert (build / ".jupyter_cache").is_dir(), "the same package and configuration keep the cache"
+    build_book._drop_outputs_of_another_package(build, dict(build_book.OTHER_MACHINE))
+    assert not (build / ".jupyter_cache").exists(), "outputs made under another configuration must not be reused"
+    assert "executing every chapter again" in capsys.readouterr().out
