@@ -34,7 +34,7 @@ for step in range(300):
     batch = [task[int(i)] for i in rows]
     inputs = torch.stack([item["tokens"] for item in batch])
     targets = torch.stack([item["targets"] for item in batch])
-    loss = ab.token_loss(model(inputs), targets)
+    loss = ab.token_loss(model, {"tokens": inputs, "targets": targets})
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
