@@ -232,3 +232,18 @@ def test_history_keeps_each_steps_gradient_norm_before_clipping_and_clipping_cap
     assert clipped_norms[0] > 10  # large inputs, large gradient
     assert clipped_move == pytest.approx(0.1 * 1.0, rel=1e-4)  # SGD step of lr * clipped norm
     assert free_move == pytest.approx(0.1 * free_norms[0], rel=1e-4)
+
+
+def test_an_early_stopped_notebook_bar_is_drawn_full_and_green():
+    """The widget the notebook saves (and the website draws) must say value == max, not 21 of 63."""
+    from tqdm.notebook import tqdm as notebook_tqdm
+
+    from attention_book.training.loop import _finish
+
+    bar = notebook_tqdm(total=63, desc="training")
+    bar.update(21)
+    _finish(bar, "target reached")
+    progress = [child for child in bar.container.children if hasattr(child, "bar_style")]
+    assert len(progress) == 1
+    assert progress[0].value == progress[0].max == 21 and progress[0].bar_style == "success"
+    assert "(target reached)" in bar.desc

@@ -234,9 +234,12 @@ def _finish(bar, reason: str) -> None:
         return
     if bar.total and bar.n < bar.total:
         bar.total = bar.n
-        widget = getattr(getattr(bar, "container", None), "pbar", None)  # the notebook's progress widget
-        if widget is not None:
-            widget.max = max(bar.n, 1)
+        # The notebook's bar is an HBox of (label, progress widget, text); its ``pbar`` attribute is a
+        # proxy of the tqdm object itself, not of the widget, so the widget is found among the children.
+        children = getattr(getattr(bar, "container", None), "children", ())
+        for widget in children:
+            if hasattr(widget, "max") and hasattr(widget, "bar_style"):
+                widget.max = max(bar.n, 1)
     bar.set_description_str(f"{bar.desc.rstrip(': ')} ({reason})", refresh=False)
     bar.refresh()
     bar.close()
