@@ -389,3 +389,51 @@ def test_nbval_ignores_widget_ids_and_pngs_and_the_sanitizer_blurs_what_varies(t
     # must fail, proving the sanitizer does not blur real numbers.
     assert sorted(run.failures) == [2], run.report()
     assert run.passed == 2
+
+
+# ---------------------------------------------------------------------------------
+# The command the book gives students
+
+
+def _student_commands() -> dict[str, str]:
+    """Every ``pytest --nbval-lax ...`` line the README, the book's pages and the student notebooks show."""
+    found = {}
+    sources = [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md"))]
+    for path in sources:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if "pytest --nbval-lax" in line:
+                found[f"{_rel(path)}: {line.strip()}"] = line
+    for _, target in SOURCES:
+        for path in sorted(target.glob("*.ipynb")):
+            for cell in _read(path).cells:
+                for line in cell.source.splitlines():
+                    if "pytest --nbval-lax" in line:
+                        found[f"{_rel(path)}: {line.strip()}"] = line
+    return found
+
+
+@pytest.mark.nbval
+def test_the_command_students_are_given_passes_a_finished_notebook_as_written(tmp_path):
+    """Run each shown command as written (only the notebook's path swapped for the filled-in sample):
+    a correct answer must pass, which needs the sanitizer that strips the 'not run yet' label."""
+    import shlex
+
+    commands = _student_commands()
+    assert len(commands) >= 3, commands  # README, book/exercises.md and the notebooks' banners
+    chapter = SAMPLE / "00_sample.ipynb"
+    filled = tmp_path / chapter.name
+    nbformat.write(fill(_read(SAMPLE / "exercises" / chapter.name), _read(chapter)), filled)
+    arguments_seen = set()
+    for where, line in commands.items():
+        for command in re.findall(r"(?:\.venv/bin/)?pytest --nbval-lax[^`\"\\\n]*", line):
+            words = shlex.split(command)
+            notebook = [word for word in words if word.endswith(".ipynb")]
+            assert len(notebook) == 1 and "exercises/" in notebook[0], where
+            arguments_seen.add(tuple(word for word in words[1:] if word != notebook[0]))
+    assert len(arguments_seen) == 1, f"the book shows students different commands: {arguments_seen}"
+    arguments = list(arguments_seen.pop())
+    completed = subprocess.run([sys.executable, "-m", "pytest", *arguments, "-p", "no:cacheprovider", "-o", "addopts=",
+                                str(filled)], cwd=ROOT, capture_output=True, text=True, timeout=NOTEBOOK_TIMEOUT_S)
+    assert completed.returncode == 0, (
+        f"`pytest {' '.join(arguments)} <a finished notebook>` fails, so students with right answers see failures:\n"
+        + completed.stdout[-3000:])
