@@ -41,16 +41,10 @@ BUDGETS = {
 
 
 def machine() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from attention_book.device import cpu_name
+
     info = {
-        "cpu": cpu,
+        "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "torch": torch.__version__,

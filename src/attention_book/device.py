@@ -7,6 +7,7 @@ overrides the automatic choice, which is how the test suite is run on a GPU.
 from __future__ import annotations
 
 import os
+import platform
 
 import torch
 
@@ -39,3 +40,16 @@ def default_device() -> torch.device:
         if name in available_devices():
             return torch.device(name)
     return torch.device("cpu")
+
+
+def cpu_name() -> str:
+    """The processor's model name (``/proc/cpuinfo`` on Linux, else what ``platform`` knows), as
+    stored runs and benchmarks record it: "the machine it was made on"."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return " ".join(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "an unknown CPU"

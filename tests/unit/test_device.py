@@ -27,3 +27,16 @@ def test_device_override_names_the_choices(monkeypatch):
     monkeypatch.setenv("ATTENTION_BOOK_DEVICE", "tpu")
     with pytest.raises(ValueError, match=r"ATTENTION_BOOK_DEVICE='tpu'.*expected one of \['cpu'"):
         ab.default_device()
+
+
+def test_cpu_name_names_this_processor():
+    from attention_book.device import cpu_name
+
+    name = cpu_name()
+    assert isinstance(name, str) and name.strip() == name and name
+    try:
+        listed = [line for line in open("/proc/cpuinfo", encoding="utf-8") if line.startswith("model name")]
+    except OSError:
+        listed = []
+    if listed:
+        assert name == " ".join(listed[0].split(":", 1)[1].split())

@@ -168,3 +168,11 @@ def test_a_changed_model_gets_a_clear_error_not_torch_s(stored_folder, monkeypat
     runs.run("linear", 0, lambda: nn.Linear(4, 2), train([]))  # trained here, compared with the stored run
     with pytest.raises(RuntimeError, match="other parameters than the stored one"):
         runs.report()
+
+
+def test_the_machine_description_names_cpu_cores_threads_and_torch():
+    from attention_book.device import cpu_name
+
+    described = stored_runs.machine_description()
+    assert described.startswith(cpu_name()) and f"torch {torch.__version__}" in described
+    assert "torch thread" in described and " cores," in described

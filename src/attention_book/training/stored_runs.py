@@ -35,6 +35,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ..device import cpu_name
 from ..pretrained import STORED_FOLDER, is_stored, record_stored_file, stored_file
 
 __all__ = ["StoredRuns", "SEEDS_VARIABLE", "machine_description"]
@@ -50,21 +51,10 @@ def _format(value: float, percent: bool) -> str:
     return str(value) if isinstance(value, int) else f"{value:.3g}"
 
 
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return " ".join(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "an unknown CPU"
-
-
 def machine_description() -> str:
     """The machine a run was trained on, as stored with it: CPU, cores, torch threads and version."""
     threads = torch.get_num_threads()
-    return (f"{_cpu_name()} ({os.cpu_count()} cores, {threads} torch thread{'s' if threads != 1 else ''}), "
+    return (f"{cpu_name()} ({os.cpu_count()} cores, {threads} torch thread{'s' if threads != 1 else ''}), "
             f"{platform.system()}, torch {torch.__version__}")
 
 
