@@ -288,3 +288,25 @@ def test_chapter_7_figures_have_titles_and_labelled_axes(minilm):
     assert not minilm.training
     ax = chapter07.plot_contextual_similarity({"same sense": [1.0, 0.9], "different sense": [1.0, 0.8]}, "bank")
     assert "bank" in ax.get_title()
+
+
+def test_chapter_1_saturation_alt_text_describes_the_figure_drawn():
+    """The alt text of chapter 1's saturation figure names what the figure shows: both panel titles,
+    both quantities, and nothing the figure no longer has (an old version spoke of a mean largest
+    weight and a dotted 1/8 line)."""
+    import nbformat
+
+    from tests.helpers import ROOT
+
+    notebook = nbformat.read(ROOT / "notebooks" / "01_attention_math.ipynb", as_version=4)
+    cell = next(cell for cell in notebook.cells if cell.cell_type == "code" and "plot_saturation(" in cell.source)
+    alt = cell.metadata["mystnb"]["image"]["alt"]
+    runs = torch.rand(5, 3)
+    figure = chapter01.plot_saturation([2, 8, 32], runs, runs, runs + 1e-3, runs + 1e-3, 8)
+    for ax in figure.axes:
+        assert f"'{ax.get_title()}'" in alt, (ax.get_title(), alt)
+    assert "a(1 - a)" in alt and "share of queries" in alt and "range over 5 seeds" in alt
+    lines = [line for ax in figure.axes for line in ax.get_lines()]
+    if not any(line.get_linestyle() == ":" for line in lines):
+        assert "dotted" not in alt
+    assert "mean largest weight" not in alt
