@@ -576,7 +576,7 @@ def main(argv: list[str] | None = None) -> dict:
     if "memory" in sections:
         results["memory"] = []
         for device in devices:
-            for row in bench_memory(lengths if not args.smoke else [512], 64, 4, device):
+            for row in bench_memory(lengths if not args.smoke else [1024], 64, 4, device):
                 row["device"] = device.type
                 results["memory"].append(row)
     if "widgets" in sections:

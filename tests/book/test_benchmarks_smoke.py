@@ -17,7 +17,8 @@ def test_benchmark_smoke_run_writes_a_table(tmp_path):
         assert heading in report
     results = json.loads((tmp_path / "results.json").read_text())
     assert all(row["ratio_sdpa_weights"] > 0 for row in results["attention"])
-    # At T = 512 the (4, T, T) weights are 4 MB: the probe must see them, and see the fused kernel avoid them.
+    # At T = 1024 the (4, T, T) weights are 16 MB: the probe must see them, and see the fused kernel avoid them.
+    # (At T = 512, 4 MB, a fresh process's other allocations, 0.6 to 5 MB under load, could exceed the matrix.)
     (memory,) = [row for row in results["memory"] if row["device"] == "cpu"]
     assert memory["peak_weights_mb"] > memory["weights_matrix_mb"] > memory["peak_fast_mb"], memory
     assert [row["threads"] for row in results["training"]] == [results["machine"]["torch_threads"]]
