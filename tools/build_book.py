@@ -204,10 +204,14 @@ def _drop_outputs_of_another_package(build_dir: Path, environment: dict[str, str
     for name in NUMERICS_VARIABLES:
         digest.update(f"{name}={environment.get(name, '')}\0".encode())
     cache, stamp = build_dir / ".jupyter_cache", build_dir / ".jupyter_cache.package"
-    if cache.exists() and (not stamp.is_file() or stamp.read_text() != digest.hexdigest()):
+    stale = [path for path in (cache, build_dir / ".doctrees", build_dir / "jupyter_execute") if path.exists()]
+    if stale and (not stamp.is_file() or stamp.read_text() != digest.hexdigest()):
         print("build_book: attention_book or the numerical configuration changed since the last build; "
               "executing every chapter again")
-        shutil.rmtree(cache)
+        # Sphinx re-reads only sources that changed: without its saved environment it reads (and so
+        # executes) every chapter again, instead of keeping pages made from the dropped outputs.
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
     stamp.write_text(digest.hexdigest())
 
 

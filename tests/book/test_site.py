@@ -480,6 +480,8 @@ def test_the_execution_cache_is_kept_only_for_the_same_numerical_configuration(t
     (build / ".jupyter_cache").mkdir()
     build_book._drop_outputs_of_another_package(build, {})
     assert (build / ".jupyter_cache").is_dir(), "the same package and configuration keep the cache"
+    (build / ".doctrees").mkdir()
     build_book._drop_outputs_of_another_package(build, dict(build_book.OTHER_MACHINE))
     assert not (build / ".jupyter_cache").exists(), "outputs made under another configuration must not be reused"
+    assert not (build / ".doctrees").exists(), "Sphinx must read (and so execute) every chapter again"
     assert "executing every chapter again" in capsys.readouterr().out
