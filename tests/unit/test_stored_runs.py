@@ -176,3 +176,22 @@ def test_the_machine_description_names_cpu_cores_threads_and_torch():
     described = stored_runs.machine_description()
     assert described.startswith(cpu_name()) and f"torch {torch.__version__}" in described
     assert "torch thread" in described and " cores," in described
+
+
+def test_seeds_that_all_landed_on_one_value_still_allow_the_next_by_its_resolution(stored_folder, monkeypatch):
+    """Every stored run used all 250 steps (validation checked every 50): another machine's seed 0 may
+    reach the target one check earlier; without a resolution the band would be 250 to 250."""
+    store_seeds(monkeypatch, [(250, 0.994), (250, 0.992), (250, 0.99)])
+    runs = ab.StoredRuns("toy")
+    runs.run("linear", 0, build(0), train([], steps=200, accuracy=0.991))
+    with pytest.raises(RuntimeError, match="steps 200 here, outside 250 to 250"):
+        runs.report()
+    runs = ab.StoredRuns("toy", resolution={"steps": 50})
+    runs.run("linear", 0, build(0), train([], steps=200, accuracy=0.991))
+    assert "steps 200 here, 250 stored (seeds span 250 to 250)" in runs.report()
+    runs = ab.StoredRuns("toy", resolution={"steps": 50})
+    runs.run("linear", 0, build(0), train([], steps=150, accuracy=0.991))
+    with pytest.raises(RuntimeError, match="outside 200 to 300 .*widened by the resolution 50"):
+        runs.report()
+    with pytest.raises(ValueError, match="resolution must map"):
+        ab.StoredRuns("toy", resolution={"steps": -1})

@@ -68,9 +68,18 @@ class StoredRuns:
     dict stored with it. ``runs.save()`` at the end writes the file in ``store`` mode.
     """
 
-    def __init__(self, chapter: str, live_seeds: tuple[int, ...] = (0,)):
+    def __init__(self, chapter: str, live_seeds: tuple[int, ...] = (0,), resolution: dict[str, float] | None = None):
+        """``resolution`` gives, for a number of the runs' info, the smallest step it can move by
+        (e.g. ``{"steps": 50}`` when validation is checked every 50 steps): a band is widened by at
+        least that, so seeds that all happened to land on the same value still allow the next one."""
         if not chapter.isidentifier():
             raise ValueError(f"chapter must be a short name such as 'chapter06', not {chapter!r}")
+        resolution = dict(resolution or {})
+        bad = {key: value for key, value in resolution.items()
+               if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0}
+        if bad:
+            raise ValueError(f"resolution must map names of info numbers to numbers >= 0, not {bad!r}")
+        self.resolution = resolution
         mode = os.environ.get(SEEDS_VARIABLE, "").strip().lower() or "load"
         if mode not in _MODES:
             raise ValueError(f"{SEEDS_VARIABLE} must be one of {list(_MODES)} (or unset), not {mode!r}")
@@ -159,7 +168,8 @@ class StoredRuns:
     def _compare(self, entry: str, state: dict, info: dict) -> None:
         """Compare a run trained here with its stored copy by outcome: each number of ``info`` against
         the band the stored seeds of the same model span (their lowest to highest value, widened on
-        each side by that spread, so a band is never narrower than the differences between seeds)."""
+        each side by that spread, or by the number's ``resolution`` if that is larger, so a band is
+        never narrower than the differences between seeds)."""
         stored = self._stored_state(entry)
         if set(stored) != set(state) or any(stored[key].shape != state[key].shape for key in stored):
             self.mismatches.append(f"{entry}: the model trained here has other parameters than the stored one")
@@ -175,8 +185,8 @@ class StoredRuns:
                 self.mismatches.append(f"{entry}: the stored runs have no {key!r} to compare with")
                 continue
             low, high = min(values), max(values)
-            spread = high - low
-            low_band, high_band = low - spread, high + spread
+            widening = max(high - low, self.resolution.get(key, 0))
+            low_band, high_band = low - widening, high + widening
             percent = not key.endswith("loss") and all(isinstance(found, float) and 0 <= found <= 1 for found in values)
 
             def shown(number):
@@ -187,7 +197,8 @@ class StoredRuns:
             if not low_band <= value <= high_band:
                 self.mismatches.append(
                     f"{entry}: {key} {shown(value)} here, outside {shown(low_band)} to {shown(high_band)} "
-                    f"(the {len(values)} stored seeds span {shown(low)} to {shown(high)}, widened by that spread)")
+                    f"(the {len(values)} stored seeds span {shown(low)} to {shown(high)}, widened by "
+                    + ("that spread)" if widening == high - low else f"the resolution {shown(widening)})"))
         if compared:
             self.checks.append(f"{entry} trained here and compared by outcome: " + "; ".join(compared)
                                + ": within the spread of the seeds")
