@@ -395,21 +395,13 @@ def test_nbval_ignores_widget_ids_and_pngs_and_the_sanitizer_blurs_what_varies(t
 # The command the book gives students
 
 
-def _student_commands() -> dict[str, str]:
-    """Every ``pytest --nbval-lax ...`` line the README, the book's pages and the student notebooks show."""
-    found = {}
-    sources = [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md"))]
-    for path in sources:
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if "pytest --nbval-lax" in line:
-                found[f"{_rel(path)}: {line.strip()}"] = line
-    for _, target in SOURCES:
-        for path in sorted(target.glob("*.ipynb")):
-            for cell in _read(path).cells:
-                for line in cell.source.splitlines():
-                    if "pytest --nbval-lax" in line:
-                        found[f"{_rel(path)}: {line.strip()}"] = line
-    return found
+def _student_commands() -> list[tuple[str, str]]:
+    """Every ``pytest --nbval-lax ...`` command the README, the book's pages and the student notebooks
+    show, as (where, command)."""
+    texts = [(path, path.read_text(encoding="utf-8")) for path in [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md"))]]
+    texts += [(path, cell.source) for _, target in SOURCES for path in sorted(target.glob("*.ipynb")) for cell in _read(path).cells]
+    return [(_rel(path), command) for path, text in texts
+            for command in re.findall(r"(?:\.venv/bin/)?pytest --nbval-lax[^`\"\\\n]*", text)]
 
 
 @pytest.mark.nbval
@@ -424,12 +416,11 @@ def test_the_command_students_are_given_passes_a_finished_notebook_as_written(tm
     filled = tmp_path / chapter.name
     nbformat.write(fill(_read(SAMPLE / "exercises" / chapter.name), _read(chapter)), filled)
     arguments_seen = set()
-    for where, line in commands.items():
-        for command in re.findall(r"(?:\.venv/bin/)?pytest --nbval-lax[^`\"\\\n]*", line):
-            words = shlex.split(command)
-            notebook = [word for word in words if word.endswith(".ipynb")]
-            assert len(notebook) == 1 and "exercises/" in notebook[0], where
-            arguments_seen.add(tuple(word for word in words[1:] if word != notebook[0]))
+    for where, command in commands:
+        words = shlex.split(command)
+        notebook = [word for word in words if word.endswith(".ipynb")]
+        assert len(notebook) == 1 and "exercises/" in notebook[0], where
+        arguments_seen.add(tuple(word for word in words[1:] if word != notebook[0]))
     assert len(arguments_seen) == 1, f"the book shows students different commands: {arguments_seen}"
     arguments = list(arguments_seen.pop())
     completed = subprocess.run([sys.executable, "-m", "pytest", *arguments, "-p", "no:cacheprovider", "-o", "addopts=",

@@ -13,7 +13,9 @@ from __future__ import annotations
 import ast
 import copy
 import hashlib
+import inspect
 import json
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -802,14 +804,6 @@ def store_study(results: dict) -> str:
     return record_stored_file(STUDY_FILE)
 
 
-def _without_docstring(node: ast.AST) -> ast.AST:
-    body = getattr(node, "body", None)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
-        node = copy.copy(node)
-        node.body = body[1:] or [ast.Pass()]
-    return node
-
-
 def study_fingerprint() -> dict:
     """What the stored study was computed by: the names and a SHA-256 of this module's code that
     :func:`run_study` reaches (itself, the functions, classes and constants it names, and theirs in
@@ -820,19 +814,19 @@ def study_fingerprint() -> dict:
     (Library code outside this module, such as ``fit``, is pinned by the test's live re-run of one
     cell of the grid instead.)
     """
-    import inspect
-    import sys
-
     tree = ast.parse(inspect.getsource(sys.modules[__name__]))
+    for node in ast.walk(tree):  # docstrings (of functions, classes and methods) are not code
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
     top: dict[str, ast.AST] = {}
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             top[node.name] = node
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if isinstance(target, ast.Name):
-                    top[target.id] = node
+            top.update({target.id: node for target in targets if isinstance(target, ast.Name)})
     reached, waiting = set(), ["run_study", "prepare_study", "FULL_STUDY"]
     while waiting:
         name = waiting.pop()
@@ -840,8 +834,7 @@ def study_fingerprint() -> dict:
             continue
         reached.add(name)
         waiting.extend(found.id for found in ast.walk(top[name]) if isinstance(found, ast.Name))
-    reached.discard("STUDY_FILE")
     digest = hashlib.sha256()
     for name in sorted(reached):
-        digest.update(name.encode() + b"\0" + ast.dump(_without_docstring(top[name])).encode() + b"\0")
+        digest.update(name.encode() + b"\0" + ast.dump(top[name]).encode() + b"\0")
     return {"sha256": digest.hexdigest(), "reaches": sorted(reached)}
