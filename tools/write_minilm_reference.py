@@ -21,7 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from attention_book.pretrained import REFERENCE_FILE, STORED_FOLDER, load_minilm, minilm_files, record_stored_file  # noqa: E402
+from attention_book._files import STORED_FOLDER, record_stored_file  # noqa: E402
+from attention_book.pretrained import REFERENCE_FILE, load_minilm, minilm_files  # noqa: E402
 
 SENTENCES = [
     "A gem of a film.",

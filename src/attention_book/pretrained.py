@@ -43,7 +43,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ._files import ChecksumError, MissingPackageError, file_sha256, installed_file
+from ._files import ChecksumError, MissingPackageError, file_sha256, installed_file, stored_file
+
+# Re-exported only for training/transfer.py, which is being split (issue 33); the stored
+# files' registry and functions live in attention_book._files: import them from there.
+from ._files import STORED_FOLDER as STORED_FOLDER
+from ._files import record_stored_file as record_stored_file
 from ._validation import describe_shape, require_count
 from .modes import evaluating
 from .transformer import Encoder, mean_pool
@@ -64,10 +69,6 @@ __all__ = [
     "TokenBatch",
     "PretrainedEncoder",
     "load_minilm",
-    "STORED_FOLDER",
-    "stored_file",
-    "is_stored",
-    "record_stored_file",
     "REFERENCE_FILE",
     "ReferenceStates",
     "load_reference_states",
@@ -391,61 +392,6 @@ def load_minilm() -> PretrainedEncoder:
     model = PretrainedEncoder(encoder, tokenizer, config, name="all-MiniLM-L6-v2")
     model.requires_grad_(False)
     return model.eval()
-
-
-
-# ---------------------------------------------------------------------------------
-# Files the book ships: results computed once by a command, checked by SHA-256 on load
-
-STORED_FOLDER = Path(__file__).resolve().parent / "stored"
-"""Package data written by the book's own commands (``tools/``, ``benchmarks/run.py``);
-``SHA256SUMS`` in it records the hash of each file."""
-_SUMS = "SHA256SUMS"
-
-
-def _recorded_sums() -> dict[str, str]:
-    path = STORED_FOLDER / _SUMS
-    if not path.is_file():
-        return {}
-    sums = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            digest, name = line.split(maxsplit=1)
-            sums[name.strip()] = digest
-    return sums
-
-
-def is_stored(name: str) -> bool:
-    """Whether the package ships ``stored/name`` (its SHA-256 is recorded in ``SHA256SUMS``)."""
-    return name in _recorded_sums()
-
-
-def stored_file(name: str) -> Path:
-    """Path of a file the package ships in ``stored/``, after checking its SHA-256 against ``SHA256SUMS``."""
-    sums = _recorded_sums()
-    if name not in sums:
-        raise ValueError(f"{name!r} is not a stored file of the book; the stored files are {sorted(sums)}")
-    path = STORED_FOLDER / name
-    if not path.is_file():
-        raise FileNotFoundError(f"the stored file {path} is missing: reinstall the attention-book package")
-    actual = file_sha256(path)
-    if actual != sums[name]:
-        raise ChecksumError(
-            f"{path} has SHA-256 {actual}, but SHA256SUMS records {sums[name]}: the file was changed "
-            "after the command that wrote it ran. Run that command again (it records the new hash)."
-        )
-    return path
-
-
-def record_stored_file(name: str) -> str:
-    """Record the SHA-256 of ``stored/name`` in ``SHA256SUMS`` (for the commands that write stored files)."""
-    path = STORED_FOLDER / name
-    if not path.is_file():
-        raise FileNotFoundError(f"cannot record {path}: it does not exist")
-    sums = _recorded_sums()
-    sums[name] = file_sha256(path)
-    (STORED_FOLDER / _SUMS).write_text("".join(f"{digest}  {file}\n" for file, digest in sorted(sums.items())))
-    return sums[name]
 
 
 REFERENCE_FILE = "minilm_reference.safetensors"

@@ -1,4 +1,4 @@
-"""attention_book._files (floor 0): files inside installed packages, found without importing them, checked by SHA-256.
+"""attention_book._files (floor 0): files inside installed packages and the stored files, checked by SHA-256.
 
 (How chapter 7's weights and reviews use it, with their own pip commands, is tested in
 test_pretrained.py and test_data_reviews.py.)
@@ -58,3 +58,28 @@ def test_the_package_is_found_without_being_imported():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["True", "False"]
+
+
+def test_recording_a_stored_file_that_is_not_registered_is_refused_naming_the_registry(
+    tmp_path, monkeypatch
+):
+    from attention_book import _files
+
+    monkeypatch.setattr(_files, "STORED_FOLDER", tmp_path)
+    (tmp_path / "unknown.json").write_text("{}")
+    with pytest.raises(ValueError, match="not registered in STORED_FILES"):
+        _files.record_stored_file("unknown.json")
+    assert not (tmp_path / "SHA256SUMS").exists()
+
+
+def test_a_changed_stored_file_names_the_command_that_writes_it_again(tmp_path, monkeypatch):
+    from attention_book import _files
+
+    monkeypatch.setattr(_files, "STORED_FOLDER", tmp_path)
+    name = "transfer_study.json"
+    (tmp_path / name).write_text("{}")
+    _files.record_stored_file(name)
+    assert _files.is_stored(name) and _files.stored_file(name) == tmp_path / name
+    (tmp_path / name).write_text("{ }")
+    with pytest.raises(ChecksumError, match=_files.STORED_FILES[name].command):
+        _files.stored_file(name)

@@ -316,11 +316,11 @@ def test_our_encoder_matches_the_stored_reference_at_every_depth(minilm):
 
 def test_a_changed_stored_file_is_refused_naming_both_hashes(monkeypatch, tmp_path):
     for name in ("SHA256SUMS", pretrained.REFERENCE_FILE):
-        shutil.copy(pretrained.STORED_FOLDER / name, tmp_path / name)
+        shutil.copy(_files.STORED_FOLDER / name, tmp_path / name)
     with open(tmp_path / pretrained.REFERENCE_FILE, "r+b") as handle:
         handle.seek(-4, 2)
         handle.write(b"\x00\x01\x02\x03")
-    monkeypatch.setattr(pretrained, "STORED_FOLDER", tmp_path)
+    monkeypatch.setattr(_files, "STORED_FOLDER", tmp_path)
     with pytest.raises(ChecksumError) as error:
         pretrained.load_reference_states()
     recorded = next(line.split()[0] for line in (tmp_path / "SHA256SUMS").read_text().splitlines() if line.endswith(pretrained.REFERENCE_FILE))

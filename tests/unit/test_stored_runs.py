@@ -7,16 +7,19 @@ import torch
 from torch import nn
 
 import attention_book as ab
-from attention_book import pretrained
-from attention_book._files import ChecksumError
+from attention_book import _files
+from attention_book._files import ChecksumError, StoredFile
 from attention_book.training import stored_runs
 
 
 @pytest.fixture
 def stored_folder(tmp_path, monkeypatch):
-    """An empty stored/ folder in place of the package's."""
-    monkeypatch.setattr(pretrained, "STORED_FOLDER", tmp_path)
+    """An empty stored/ folder in place of the package's, where toy_seeds.safetensors is registered."""
+    monkeypatch.setattr(_files, "STORED_FOLDER", tmp_path)
     monkeypatch.setattr(stored_runs, "STORED_FOLDER", tmp_path)
+    toy = StoredFile("toy_seeds.safetensors", writer="src/attention_book/training/stored_runs.py",
+                     command="make seeds", rerun_when="never: a test's file")
+    monkeypatch.setitem(_files.STORED_FILES, toy.name, toy)
     return tmp_path
 
 

@@ -319,9 +319,9 @@ def test_a_plan_refuses_unknown_arms_and_missing_step_budgets():
 
 def test_a_stored_study_is_read_back_only_while_its_checksum_holds(monkeypatch, tmp_path):
     monkeypatch.setattr(transfer, "STORED_FOLDER", tmp_path)
-    from attention_book import pretrained
+    from attention_book import _files, pretrained
 
-    monkeypatch.setattr(pretrained, "STORED_FOLDER", tmp_path)
+    monkeypatch.setattr(_files, "STORED_FOLDER", tmp_path)
     results = {"arms": {"frozen": {"100": {"validation": [0.7, 0.72], "test": [0.71, 0.7], "chosen": [1e-3, 1e-3]}}}}
     digest = store_study(results)
     assert digest in (tmp_path / "SHA256SUMS").read_text()

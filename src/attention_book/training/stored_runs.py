@@ -1,6 +1,6 @@
 """Trained models of a chapter's extra seeds: trained here, or loaded from what ``make seeds`` stored.
 
-Floor 2 (uses the models and :mod:`attention_book.pretrained`'s stored files): a comparison
+Floor 2 (uses the models and the stored files of :mod:`attention_book._files`): a comparison
 the text draws a conclusion from runs over five seeds, but training every seed of chapters
 4 and 6 on a 2-core CPU takes minutes, well over a chapter's budget. So a chapter trains the
 seed it shows (seed 0) in front of the reader, and loads the trained weights of the other
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from ..device import cpu_name
-from ..pretrained import STORED_FOLDER, is_stored, record_stored_file, stored_file
+from .._files import STORED_FOLDER, is_stored, record_stored_file, stored_file
 
 __all__ = ["StoredRuns", "SEEDS_VARIABLE", "machine_description"]
 
