@@ -218,7 +218,7 @@ def bench_widgets(updates: int, device: str) -> list[dict]:
 
 
 def _seq2seq_case(kind: str):
-    def train(smoke: bool):
+    def train(smoke: bool, device: str = "cpu"):
         from torch.utils.data import DataLoader
 
         options = dict(min_len=3, max_len=6, num_symbols=8)
@@ -229,14 +229,14 @@ def _seq2seq_case(kind: str):
         return ab.fit(
             model, DataLoader(train_set, batch_size=64, shuffle=True), ab.seq2seq_loss,
             epochs=20 if not smoke else 1, lr=3e-3, valid_loader=DataLoader(valid_set, batch_size=500),
-            metric_fn=ab.seq2seq_exact_match, target=0.99, device="cpu", progress=False,
+            metric_fn=ab.seq2seq_exact_match, target=0.99, device=device, progress=False,
         )
 
     return f"{kind} (encoder-decoder, exact match on held-out)", 0.99, train, None
 
 
 def _recall_case():
-    def train(smoke: bool):
+    def train(smoke: bool, device: str = "cpu"):
         from torch.utils.data import DataLoader
 
         from attention_book.recall import RecallModel
@@ -248,14 +248,14 @@ def _recall_case():
         return ab.fit(
             model, DataLoader(train_set, batch_size=64, shuffle=True), ab.classification_loss,
             epochs=3 if not smoke else 1, lr=1e-2, valid_loader=DataLoader(held_out, batch_size=1000),
-            metric_fn=ab.classification_accuracy, target=0.99, device="cpu", progress=False,
+            metric_fn=ab.classification_accuracy, target=0.99, device=device, progress=False,
         )
 
     return "associative recall (chapter 2, accuracy on held-out)", 0.99, train, None
 
 
 def _two_relation_case():
-    def train(smoke: bool):
+    def train(smoke: bool, device: str = "cpu"):
         from torch.utils.data import DataLoader
 
         train_set = ab.TwoRelationTask(4000 if not smoke else 256, seed=1)
@@ -266,14 +266,14 @@ def _two_relation_case():
         return ab.fit(
             model, DataLoader(train_set, batch_size=64, shuffle=True), ab.token_loss,
             epochs=20 if not smoke else 1, lr=5e-3, valid_loader=DataLoader(held_out, batch_size=1000),
-            metric_fn=ab.token_accuracy, target=0.99, device="cpu", progress=False,
+            metric_fn=ab.token_accuracy, target=0.99, device=device, progress=False,
         )
 
     return "two relations, two heads (chapter 4, token accuracy on held-out)", 0.99, train, 1
 
 
 def _word_order_case():
-    def train(smoke: bool):
+    def train(smoke: bool, device: str = "cpu"):
         from torch.utils.data import DataLoader, RandomSampler
 
         train_set = ab.WordOrderTask(4000 if not smoke else 256, min_len=4, max_len=8, pad_to=12, seed=1)
@@ -285,14 +285,14 @@ def _word_order_case():
         return ab.fit(
             model, every_10_steps, ab.classification_loss, epochs=15 if not smoke else 1, lr=3e-3,
             valid_loader=DataLoader(held_out, batch_size=1000), metric_fn=ab.classification_accuracy,
-            target=0.99, device="cpu", progress=False,
+            target=0.99, device=device, progress=False,
         )
 
     return "which word comes first, sinusoidal positions (chapter 5, accuracy on held-out)", 0.99, train, 1
 
 
 def _sorter_case():
-    def train(smoke: bool):
+    def train(smoke: bool, device: str = "cpu"):
         from torch.utils.data import DataLoader, Subset
 
         options = dict(min_len=3, max_len=8, num_symbols=10)
@@ -303,7 +303,7 @@ def _sorter_case():
                                   num_layers=2, max_len=10)
         return ab.fit(
             model, DataLoader(train_set, batch_size=64, shuffle=True), ab.seq2seq_loss,
-            epochs=5 if not smoke else 1, lr=5e-3, schedule="linear", device="cpu", progress=False,
+            epochs=5 if not smoke else 1, lr=5e-3, schedule="linear", device=device, progress=False,
             valid_loader=DataLoader(Subset(held_out, range(min(500, len(held_out)))), batch_size=500),
             metric_fn=ab.seq2seq_exact_match,
         )
@@ -322,19 +322,22 @@ def training_cases() -> list:
     ]
 
 
-def bench_training(smoke: bool) -> list[dict]:
+def bench_training(smoke: bool, devices: list[str] = ("cpu",)) -> list[dict]:
+    """Each toy task trained to its target on each device (the chapters train on the CPU; a CUDA row
+    shows what a GPU changes for models this small)."""
     rows = []
     cases = training_cases()
     default_threads = torch.get_num_threads()
-    for task, target, train, threads in cases[:1] if smoke else cases:
+    for (task, target, train, threads), device in ((case, d) for case in (cases[:1] if smoke else cases) for d in devices):
         torch.set_num_threads(threads or default_threads)
         try:
-            history = train(smoke)
+            history = train(smoke, device)
         finally:
             torch.set_num_threads(default_threads)
         rows.append(
             {
                 "task": task,
+                "device": device,
                 "threads": threads or default_threads,
                 "target": target,
                 "reached": history.valid_metric[-1] if history.valid_metric else float("nan"),
@@ -456,6 +459,65 @@ def verdict(ok: bool) -> str:
     return "yes" if ok else "**no**"
 
 
+def widget_lines(results: dict) -> list[str]:
+    lines = [f"## Widget update latency (kernel side: a model-bound input recomputed with torch, {results['widget_updates']} programmatic updates)", "",
+             "| widget | device | median ms | p95 ms | median within 50 ms |", "|---|---|---:|---:|---|"]
+    for r in results["widgets"]:
+        if "error" in r:
+            lines.append(f"| {r['widget']} | - | - | - | not measured: {r['error']} |")
+        else:
+            lines.append(f"| {r['widget']} | {r['device']} | {r['median_ms']:.1f} | {r['p95_ms']:.1f} | {verdict(r['median_ms'] <= BUDGETS['widget_median_ms'])} |")
+    return lines + [""]
+
+
+def training_lines(results: dict) -> list[str]:
+    lines = ["## Training to target", "", "With as many CPU threads as the chapter uses. Steps and seconds are up to the first validation at or above the target, "
+             "or the whole run for a recipe with a fixed schedule. The chapters train on the CPU, on every machine.", "",
+             "| task | device | threads | target | reached | steps | seconds | within 30 s |", "|---|---|---:|---:|---:|---:|---:|---|"]
+    lines += [f"| {r['task']} | {r.get('device', 'cpu')} | {r['threads']} | {r['target']:.2f} | {r['reached']:.3f} | {r['steps']} | {r['seconds']:.1f} | "
+              f"{verdict(r['reached'] >= r['target'] and r['seconds'] <= BUDGETS['training_seconds'])} |" for r in results["training"]]
+    return lines + [""]
+
+
+def attention_lines(results: dict) -> list[str]:
+    device = results["attention_device"]
+    lines = [f"## Attention: ours vs PyTorch ({device}; d_model={results['d_model']}, {results['heads']} heads, batch 1; median ms)", "",
+             "Ratios above 1 mean ours is slower. *weights* = our path that returns the (T, T) weights; *fast* = our module calling `torch.nn.functional.scaled_dot_product_attention`.", "",
+             "| device | T | sdpa ours (weights) | sdpa torch | ratio | MHA ours (weights) | MHA ours (fast) | nn.MultiheadAttention | ratio weights | ratio fast |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results["attention"]:
+        lines.append(
+            f"| {r['device']} | {r['T']} | {r['sdpa_ours_weights']:.3f} | {r['sdpa_torch']:.3f} | {r['ratio_sdpa_weights']:.2f} | "
+            f"{r['mha_ours_weights']:.3f} | {r['mha_ours_fast']:.3f} | {r['mha_torch']:.3f} | {r['ratio_mha_weights']:.2f} | {r['ratio_mha_fast']:.2f} |"
+        )
+    return lines + [""]
+
+
+def memory_lines(results: dict) -> list[str]:
+    lines = ["## Peak extra memory of one attention call vs sequence length", "",
+             "On the CPU: rise of the peak resident memory (`VmHWM`, reset just before the call) of a fresh process during one call, after a small warm-up call; "
+             "on CUDA: rise of `torch.cuda.max_memory_allocated()`. "
+             "The weights path materialises (heads, T, T) matrices, quadratic in T: the scores, their exponentials and the weights, "
+             "so about three times the size of one; the fused kernel never holds the full matrix.", "",
+             "| device | T | (heads, T, T) float32 MB | peak, weights path MB | peak, fused kernel MB |", "|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['device']} | {r['T']} | {r['weights_matrix_mb']:.1f} | {r['peak_weights_mb']:.1f} | {r['peak_fast_mb']:.1f} |" for r in results["memory"]]
+    return lines + [""]
+
+
+def gpu_lines(gpu: dict) -> list[str]:
+    """The sections measured on a machine with a GPU (``--gpu-results``): its CUDA rows beside that
+    same machine's CPU rows, since timings compare only within one machine."""
+    info = gpu["machine"]
+    lines = [f"## On a GPU: {info.get('gpu', 'no GPU recorded')}", "",
+             f"Measured on a lent machine with that GPU, {info['cpu']} ({info['cores']} cores), torch {info['torch']}, {info['date']}, "
+             f"by `{gpu.get('command', 'python benchmarks/run.py')}`; merged here by `python benchmarks/run.py --gpu-results FILE`. "
+             "Its CPU rows are that machine's CPU, not the machine above: compare CUDA with them, not with the tables above.", ""]
+    for key, render in (("attention", attention_lines), ("memory", memory_lines), ("widgets", widget_lines), ("training", training_lines)):
+        if key in gpu:
+            lines += ["#" + line if line.startswith("## ") else line for line in render(gpu)]  # one level down
+    return lines
+
+
 def write_report(results: dict, out: Path) -> None:
     lines = ["# Benchmarks", "", "Written by `make bench` (`python benchmarks/run.py`). Do not edit by hand.", ""]
     info = results["machine"]
@@ -474,14 +536,7 @@ def write_report(results: dict, out: Path) -> None:
         lines += ["## `make book` wall time", "", "| build | seconds |", "|---|---:|"]
         lines += [f"| {r['build']} | {r['seconds']:.1f} |" for r in results["book"]] + [""]
     if "widgets" in results:
-        lines += [f"## Widget update latency (kernel side: a model-bound input recomputed with torch, {results['widget_updates']} programmatic updates)", "",
-                  "| widget | device | median ms | p95 ms | median within 50 ms |", "|---|---|---:|---:|---|"]
-        for r in results["widgets"]:
-            if "error" in r:
-                lines.append(f"| {r['widget']} | - | - | - | not measured: {r['error']} |")
-            else:
-                lines.append(f"| {r['widget']} | {r['device']} | {r['median_ms']:.1f} | {r['p95_ms']:.1f} | {verdict(r['median_ms'] <= BUDGETS['widget_median_ms'])} |")
-        lines.append("")
+        lines += widget_lines(results)
     if "widgets_browser" in results:
         lines += ["## Widget input-to-picture latency in Chromium (every control; median and p95 ms)", "",
                   "From the input event to the first frame painted after the new picture; a presentation-only control is drawn "
@@ -509,32 +564,11 @@ def write_report(results: dict, out: Path) -> None:
                       + "; ".join(f"{r['widget']} · {r['control']} {r['drawing_median_ms']:.1f}" for r in drawing) + "."]
         lines.append("")
     if "training" in results:
-        lines += ["## Training to target on CPU", "", "With as many CPU threads as the chapter uses. Steps and seconds are up to the first validation at or above the target, "
-                  "or the whole run for a recipe with a fixed schedule.", "",
-                  "| task | threads | target | reached | steps | seconds | within 30 s |", "|---|---:|---:|---:|---:|---:|---|"]
-        lines += [f"| {r['task']} | {r['threads']} | {r['target']:.2f} | {r['reached']:.3f} | {r['steps']} | {r['seconds']:.1f} | {verdict(r['reached'] >= r['target'] and r['seconds'] <= BUDGETS['training_seconds'])} |" for r in results["training"]]
-        lines.append("")
+        lines += training_lines(results)
     if "attention" in results:
-        device = results["attention_device"]
-        lines += [f"## Attention: ours vs PyTorch ({device}; d_model={results['d_model']}, {results['heads']} heads, batch 1; median ms)", "",
-                  "Ratios above 1 mean ours is slower. *weights* = our path that returns the (T, T) weights; *fast* = our module calling `torch.nn.functional.scaled_dot_product_attention`.", "",
-                  "| device | T | sdpa ours (weights) | sdpa torch | ratio | MHA ours (weights) | MHA ours (fast) | nn.MultiheadAttention | ratio weights | ratio fast |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in results["attention"]:
-            lines.append(
-                f"| {r['device']} | {r['T']} | {r['sdpa_ours_weights']:.3f} | {r['sdpa_torch']:.3f} | {r['ratio_sdpa_weights']:.2f} | "
-                f"{r['mha_ours_weights']:.3f} | {r['mha_ours_fast']:.3f} | {r['mha_torch']:.3f} | {r['ratio_mha_weights']:.2f} | {r['ratio_mha_fast']:.2f} |"
-            )
-        lines.append("")
+        lines += attention_lines(results)
     if "memory" in results:
-        lines += ["## Peak extra memory of one attention call vs sequence length", "",
-                  "On the CPU: rise of the peak resident memory (`VmHWM`, reset just before the call) of a fresh process during one call, after a small warm-up call; "
-                  "on CUDA: rise of `torch.cuda.max_memory_allocated()`. "
-                  "The weights path materialises (heads, T, T) matrices, quadratic in T: the scores, their exponentials and the weights, "
-                  "so about three times the size of one; the fused kernel never holds the full matrix.", "",
-                  "| device | T | (heads, T, T) float32 MB | peak, weights path MB | peak, fused kernel MB |", "|---|---:|---:|---:|---:|"]
-        lines += [f"| {r['device']} | {r['T']} | {r['weights_matrix_mb']:.1f} | {r['peak_weights_mb']:.1f} | {r['peak_fast_mb']:.1f} |" for r in results["memory"]]
-        lines.append("")
+        lines += memory_lines(results)
     if "transfer" in results:
         study = results["transfer"]
         lines += ["## Chapter 7's transfer study (test accuracy, mean and 95 % interval over "
@@ -543,9 +577,24 @@ def write_report(results: dict, out: Path) -> None:
                   "| arm | labelled examples | mean | 95 % interval |", "|---|---:|---:|---|"]
         lines += [f"| {r['arm']} | {r['size']:,} | {r['mean']:.1%} | {r['low']:.1%} to {r['high']:.1%} |" for r in study["rows"]]
         lines.append("")
+    if "gpu" in results:
+        lines += gpu_lines(results["gpu"])
     out.mkdir(parents=True, exist_ok=True)
     (out / "RESULTS.md").write_text("\n".join(lines))
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
+def merge_gpu_results(path: Path, out: Path) -> dict:
+    """Keep what a GPU machine measured (its own results.json) as the ``gpu`` section of ``out``'s results."""
+    measured = json.loads(Path(path).read_text())
+    if "gpu" not in measured.get("machine", {}):
+        raise SystemExit(f"{path} was not measured on a machine with a GPU (its machine has no 'gpu' entry)")
+    results = json.loads((out / "results.json").read_text())
+    kept = ("machine", "command", "attention_device", "d_model", "heads", "attention", "memory", "widget_updates", "widgets", "training", "measured")
+    results["gpu"] = {key: measured[key] for key in kept if key in measured}
+    write_report(results, out)
+    print((out / "RESULTS.md").read_text())
+    return results
 
 
 SECTIONS = ("attention", "memory", "widgets", "training", "chapters", "book", "transfer")
@@ -560,10 +609,20 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--transfer-sizes", nargs="+", type=int, metavar="N",
                         help="transfer study: run only these label counts (a part, written to --out; see tools/merge_transfer_parts.py)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
+    parser.add_argument("--devices", nargs="+", choices=("cpu", "cuda"),
+                        help="devices for the attention, memory, widget and training sections (default: cpu, and cuda when there is one)")
+    parser.add_argument("--skip-browser", action="store_true", help="leave out the Chromium widget table (a machine without Chromium)")
+    parser.add_argument("--gpu-results", type=Path, metavar="FILE",
+                        help="measure nothing: put FILE (results.json written on a GPU machine) into --out's results as the GPU section")
     args = parser.parse_args(argv)
+    if args.gpu_results:
+        return merge_gpu_results(args.gpu_results, args.out)
     sections = args.only or (SECTIONS if not args.smoke else ("attention", "memory", "widgets", "training"))
-    results: dict = {"machine": machine(), "budgets": BUDGETS}
-    devices = [torch.device("cpu")] + ([torch.device("cuda")] if torch.cuda.is_available() else [])
+    results: dict = {"machine": machine(), "budgets": BUDGETS, "command": " ".join(["python benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])])}
+    names = args.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if "cuda" in names and not torch.cuda.is_available():
+        parser.error("--devices cuda: torch finds no CUDA device here")
+    devices = [torch.device(name) for name in names]
     lengths = [64, 256, 1024, 4096] if not args.smoke else [16, 32]
     results.update(d_model=64, heads=4)
     if "attention" in sections:
@@ -584,10 +643,10 @@ def main(argv: list[str] | None = None) -> dict:
         results["widgets"] = []
         for device in [d.type for d in devices]:
             results["widgets"] += bench_widgets(results["widget_updates"], device)
-        if not args.smoke:  # in a real browser: the site and JupyterLab (a few minutes)
+        if not args.smoke and not args.skip_browser:  # in a real browser: the site and JupyterLab (a few minutes)
             results["widgets_browser"] = bench_widgets_browser()
     if "training" in sections:
-        results["training"] = bench_training(args.smoke)
+        results["training"] = bench_training(args.smoke, names)
     if "chapters" in sections:
         results["chapters"] = bench_chapters()
     if "book" in sections:
