@@ -69,9 +69,12 @@ const STYLE = `
 .ab-control .ab-readout { min-width: 3.2em; font-variant-numeric: tabular-nums; }
 .ab-error { color: #b00020; font-size: 12px; }
 .ab-error:empty { display: none; }
-/* Narrower than 560 px (a phone) the picture scrolls sideways rather than shrink its labels. */
-.ab-picture { position: relative; overflow-x: auto; }
-.ab-picture svg { width: 100%; min-width: 560px; height: auto; display: block; }
+/* The picture is drawn to the width it gets (its viewBox scales); on a narrow screen fitLabels()
+   enlarges every label that would be drawn under 9 px, and hides the numbers inside matrix cells
+   that would, so nothing is cut and nothing needs scrolling sideways. */
+.ab-picture { position: relative; }
+.ab-picture svg { width: 100%; height: auto; display: block; }
+.ab-picture text.ab-too-small { display: none; }
 .ab-picture text { font-family: inherit; }
 .ab-stale svg { opacity: 0.35; }
 .ab-stale-note { display: none; position: absolute; top: 4px; right: 6px; background: #fff3cd; color: #7a5b00;
@@ -187,6 +190,46 @@ function textInput(frame, name, label, value, what) {
 }
 
 // -- drawing pieces ------------------------------------------------------------------------
+// Labels are never drawn under MIN_LABEL_PX screen pixels where they have room: when the picture is
+// scaled down (a phone), a label whose declared size would fall under it gets a larger size in the
+// picture's units; a matrix's row and column labels grow only as far as their row or column pitch
+// (data-pitch) allows, so they never overlap; a label that would then run out of the picture (or
+// out of the width data-room its panel gives it) shrinks back until it fits; a number inside a matrix cell that would fall under it is hidden (the cell's
+// colour stays).
+const MIN_LABEL_PX = 9;
+function fitLabels(svg) {
+  if (!svg || !svg.viewBox || !svg.viewBox.baseVal || !svg.viewBox.baseVal.width) return;
+  const shown = svg.getBoundingClientRect().width;
+  if (!shown) return;  // not laid out yet (a hidden tab): the resize observer calls again
+  const box = svg.viewBox.baseVal;
+  const scale = shown / box.width;
+  const floor = MIN_LABEL_PX / scale;  // the smallest legible size, in the picture's units
+  for (const text of svg.querySelectorAll("text")) {
+    const declared = parseFloat(text.getAttribute("font-size")) || 12;
+    if (text.classList.contains("ab-cell-number")) {
+      text.classList.toggle("ab-too-small", declared < floor - 0.01);
+      continue;
+    }
+    if (declared >= floor - 0.01) {
+      if (text.style.fontSize) text.style.removeProperty("font-size");
+      continue;
+    }
+    const pitch = parseFloat(text.dataset.pitch);
+    let size = Number.isFinite(pitch) ? Math.max(declared, Math.min(floor, pitch)) : floor;
+    text.style.fontSize = `${Math.ceil(size * 100) / 100}px`;
+    if (!text.getAttribute("transform") && size > declared) {
+      const bounds = text.getBBox();
+      const room = parseFloat(text.dataset.room);  // the width a centred panel title may take
+      const over = Math.max(bounds.x + bounds.width - (box.x + box.width), box.x - bounds.x,
+        Number.isFinite(room) ? bounds.width - room : 0);
+      if (over > 0 && bounds.width > 0) {
+        size = Math.max(declared, size * (1 - over / bounds.width));
+        text.style.fontSize = `${Math.floor(size * 100) / 100}px`;
+      }
+    }
+  }
+}
+
 function newPicture(frame, width, height) {
   frame.picture.querySelectorAll("svg").forEach((node) => node.remove());
   const svg = make("svg:svg", { viewBox: `0 0 ${width} ${height}`, role: "img", "font-size": 12 });
@@ -209,18 +252,18 @@ function heatmap(parent, colour, { x, y, cell, rows, cols, rowLabels, colLabels,
       const r = make("svg:rect", { x: x + j * cell, y: y + i * cell, width: cell, height: cell, fill: "#e4e4e4", "data-row": i, "data-col": j }, g);
       rects[i].push(r);
       if (numbers) {
-        texts[i].push(make("svg:text", { x: x + (j + 0.5) * cell, y: y + (i + 0.5) * cell + font * 0.35, "text-anchor": "middle", "font-size": Math.min(font, cell * 0.36), "pointer-events": "none" }, g, ""));
+        texts[i].push(make("svg:text", { x: x + (j + 0.5) * cell, y: y + (i + 0.5) * cell + font * 0.35, "text-anchor": "middle", "font-size": Math.min(font, cell * 0.36), "pointer-events": "none", class: "ab-cell-number" }, g, ""));
       }
     }
   }
   const rowText = (rowLabels || []).map((label, i) =>
-    make("svg:text", { x: x - 4, y: y + (i + 0.5) * cell + font * 0.35, "text-anchor": "end", "font-size": font, "data-row": i, class: "ab-row-label", style: onRowClick ? "cursor:pointer" : "" }, g, label));
+    make("svg:text", { x: x - 4, y: y + (i + 0.5) * cell + font * 0.35, "text-anchor": "end", "font-size": font, "data-row": i, "data-pitch": (cell * 0.95).toFixed(2), class: "ab-row-label", style: onRowClick ? "cursor:pointer" : "" }, g, label));
   const colText = (colLabels || []).map((label, j) => {
     const cx = x + (j + 0.5) * cell;
     const cy = y + rows * cell + 4;
-    return make("svg:text", { x: cx, y: cy, transform: `rotate(-55 ${cx} ${cy})`, "text-anchor": "end", "dominant-baseline": "hanging", "font-size": font, "data-col": j }, g, label);
+    return make("svg:text", { x: cx, y: cy, transform: `rotate(-55 ${cx} ${cy})`, "text-anchor": "end", "dominant-baseline": "hanging", "font-size": font, "data-col": j, "data-pitch": (cell * 0.8).toFixed(2) }, g, label);
   });
-  if (xTitle) make("svg:text", { x: x + (cols * cell) / 2, y: y - 6, "text-anchor": "middle", "font-size": font }, g, xTitle);
+  if (xTitle) make("svg:text", { x: x + (cols * cell) / 2, y: y - 6, "text-anchor": "middle", "font-size": font, "data-room": (cols * cell + 16).toFixed(2) }, g, xTitle);
   if (yTitle) {
     const tx = x - 4 - Math.max(0, ...(rowLabels || [""]).map((l) => String(l).length)) * font * 0.58 - 8;
     const ty = y + (rows * cell) / 2;
@@ -484,8 +527,8 @@ function softHardExplorer(frame) {
     const labels = data.labels.map((l) => shorten(l, 8));
     const panels = methods.map(([key, name], m) => ({
       key,
-      title: make("svg:text", { x: 50 + m * 210 + 90, y: 16, "text-anchor": "middle", "font-size": 12, "font-weight": "bold" }, svg, name),
-      info: make("svg:text", { x: 50 + m * 210 + 90, y: 32, "text-anchor": "middle", "font-size": 11 }, svg, ""),
+      title: make("svg:text", { x: 50 + m * 210 + 90, y: 16, "text-anchor": "middle", "font-size": 12, "font-weight": "bold", "data-room": 200 }, svg, name),
+      info: make("svg:text", { x: 50 + m * 210 + 90, y: 32, "text-anchor": "middle", "font-size": 11, "data-room": 200 }, svg, ""),
       bars: barChart(svg, { x: 50 + m * 210, y: 40, width: 170, height: 130, labels, yLabel: m === 0 ? "weight" : "" }),
     }));
     // Entropy against β (log axis), with a marker at the slider.
@@ -647,8 +690,8 @@ function positionalExplorer(frame) {
     parts = {
       table: make("svg:image", { x: 60, y: 40, width: 250, height: 250, preserveAspectRatio: "none", style: "image-rendering: pixelated" }, svg),
       similarity: make("svg:image", { x: 380, y: 40, width: 200, height: 200, preserveAspectRatio: "none", style: "image-rendering: pixelated" }, svg),
-      tableTitle: make("svg:text", { x: 185, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold" }, svg, ""),
-      simTitle: make("svg:text", { x: 480, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold" }, svg, ""),
+      tableTitle: make("svg:text", { x: 185, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold", "data-room": 285 }, svg, ""),
+      simTitle: make("svg:text", { x: 480, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold", "data-room": 215 }, svg, ""),
       tableAxes: make("svg:text", { x: 185, y: 308, "text-anchor": "middle", "font-size": 11 }, svg, "dimension (sin even, cos odd) →"),
       simAxes: make("svg:text", { x: 480, y: 258, "text-anchor": "middle", "font-size": 11 }, svg, "position j →   (rows: position i)"),
       rowsLabel: make("svg:text", { x: 40, y: 165, transform: "rotate(-90 40 165)", "text-anchor": "middle", "font-size": 11 }, svg, "position →"),
@@ -713,12 +756,12 @@ function decodingStepper(frame) {
     const cross = heatmap(svg, frame.colour, { x: crossX, y: 50, cell, rows: L, cols: T, rowLabels, colLabels: data.source, xTitle: "cross-attention to the source", numbers: cell >= 22 });
     const selfMap = heatmap(svg, frame.colour, { x: selfX, y: 50, cell, rows: L, cols: L, colLabels: data.fed, xTitle: "causal self-attention" });
     const barsX = selfX + L * cell + 60;
-    make("svg:text", { x: barsX - 40, y: 44, "font-size": 11 }, svg, "next token (orange: chosen)");
+    make("svg:text", { x: barsX - 40, y: 44, "font-size": 11, "data-room": (660 - barsX + 36).toFixed(2) }, svg, "next token (orange: chosen)");
     const V = data.vocabulary.length;
     const barHeight = Math.min(14, Math.max(8, (L * cell + 40) / V));
     const barWidth = Math.max(60, 650 - barsX);
     const probBars = data.vocabulary.map((word, k) => {
-      make("svg:text", { x: barsX - 4, y: 50 + k * barHeight + barHeight * 0.75, "text-anchor": "end", "font-size": Math.min(10, barHeight) }, svg, shorten(word, 6));
+      make("svg:text", { x: barsX - 4, y: 50 + k * barHeight + barHeight * 0.75, "text-anchor": "end", "font-size": Math.min(10, barHeight), "data-pitch": barHeight.toFixed(2) }, svg, shorten(word, 6));
       return make("svg:rect", { x: barsX, y: 50 + k * barHeight + 1, height: barHeight - 2, width: 0, fill: "#56b4e9" }, svg);
     });
     const note = make("svg:text", { x: 10, y: height - 6, "font-size": 11, fill: "#7a5b00" }, svg, "");
@@ -838,6 +881,7 @@ function render({ model, el }) {
   function redraw() {
     const start = performance.now();
     draw();
+    fitLabels(frame.svg);
     el.dataset.frames = String(Number(el.dataset.frames) + 1);
     el.dataset.drawnAt = String(performance.now());
     el.dataset.drawMs = String(performance.now() - start);  // the benchmark reports how much of a redraw is drawing
@@ -867,6 +911,11 @@ function render({ model, el }) {
   redraw();
   showNote();
   showError();
+  let observer = null;
+  if (typeof ResizeObserver !== "undefined") {
+    observer = new ResizeObserver(() => fitLabels(frame.svg));
+    observer.observe(frame.picture);
+  }
   const onData = () => {
     frame.view = Object.assign({}, frame.view, model.get("view"));
     redraw();
@@ -892,6 +941,7 @@ function render({ model, el }) {
   model.on("change:status", onStatus);
   model.on("change:view", onView);
   return () => {
+    if (observer) observer.disconnect();
     model.off("change:view", onView);
     model.off("change:payload", onData);
     model.off("change:error", onError);
