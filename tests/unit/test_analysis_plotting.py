@@ -77,3 +77,9 @@ def test_plot_attention_grid_has_one_panel_per_layer_and_head():
     assert len(as_list.axes) == 4
     with pytest.raises(ValueError, match="layers, heads, T_q, T_k"):
         ab.plot_attention_grid(torch.rand(3, 4, 4))
+
+
+def test_plot_attention_grid_draws_one_colour_bar_for_the_shared_scale_when_asked():
+    figure = ab.plot_attention_grid(torch.rand(1, 2, 4, 4), list("abcd"), list("abcd"), colorbar=True)
+    assert len(figure.axes) == 3 and figure.axes[-1].get_ylabel() == "attention weight"
+    assert all(ax.images[0].get_clim() == (0.0, 1.0) for ax in figure.axes[:2])

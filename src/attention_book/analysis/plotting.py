@@ -110,11 +110,13 @@ def plot_attention_grid(
     title: str | None = None,
     layer_names: Sequence[str] | None = None,
     cell_size: float = 2.2,
+    colorbar: bool = False,
 ):
     """Grid of heatmaps, one row per layer and one column per head. Returns the figure.
 
     ``weights``: (layers, heads, T_q, T_k), or a list of (heads, T_q, T_k) per layer
-    (a leading batch axis of size 1 is dropped).
+    (a leading batch axis of size 1 is dropped). Every map uses the scale 0 to 1;
+    ``colorbar=True`` draws it once, beside the grid.
     """
     if isinstance(weights, (list, tuple)):
         weights = torch.stack([torch.as_tensor(w).squeeze(0) if torch.as_tensor(w).dim() == 4 else torch.as_tensor(w) for w in weights])
@@ -141,4 +143,6 @@ def plot_attention_grid(
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    if colorbar:  # after the layout, which does not place colour bars
+        fig.colorbar(axes[0, 0].images[0], ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
     return fig
