@@ -1,24 +1,59 @@
-"""The exercise registry: every exercise has an id, a title, a checker and known mistakes.
+"""The exercise registry: every exercise has an id, a title, a checker, the ideas it practises
+(properties, each with a probe) and known mistakes.
 
 Chapters 1-7 call :func:`check` and :func:`summary` from here; the checkers live in
 ``exercises/chapterNN.py``, one module per chapter.
 
-A *checker* is a function ``checker(answer) -> None`` that tests the student's answer
-(usually a function or class) on fresh seeded random inputs against the reference
-implementation and raises :class:`ExerciseFailure` with a message that names the
-mistake and gives a hint. :func:`check` turns that into exactly one printed line.
+How an answer is judged (:func:`check`), in this order:
 
-Each exercise also registers a correct ``solution`` and a list of :class:`Mistake`
-objects (typical wrong answers together with the text their hint must contain);
-the test suite runs every one of them through :func:`check`.
+1. **Properties.** Each exercise names the ideas it practises, each as a :class:`Property`:
+   the idea in the chapter's words and a *probe*, a function ``probe(answer) -> str | None``
+   that builds an input on which that one idea decides the output (a future token changed, the
+   positions permuted, d_k doubled, a row of scores whose softmax axis shows, a scripted model
+   that says something other than EOS after EOS, ...) and returns ``None`` when the answer
+   keeps the idea, or one sentence with the probe's numbers when it breaks it. The first
+   property that breaks is the hint: ``"<property name>: <sentence>"``. A probe that cannot
+   tell (the answer crashed, or returned the wrong type or shape) is inconclusive: it raises
+   (anything, e.g. :class:`Inconclusive`), and the checker below reports the crash or the shape.
+2. **The checker**, ``checker(answer) -> None``: compares the answer with the reference on fresh
+   seeded random inputs and raises :class:`ExerciseFailure`. It explains a wrong shape from the
+   shapes (which axis holds what; see :func:`require_tensor_like` with ``axes=`` and
+   :func:`name_sizes`), and, as a fallback only, names the registered wrong variant the answer
+   equals or is nearest to (:func:`diagnose` with ``known_mistakes``). When a property broke and
+   the checker also recognises a registered mistake exactly (``"... is wrong: <hint>"``), its hint
+   is added to the property's sentence.
+
+:func:`check` turns all this into exactly one printed line.
+
+Adding an exercise::
+
+    def _causality(answer):                       # a probe: None, or what broke, with numbers
+        x = torch.randn(1, 5, 4)
+        changed = x.clone(); changed[0, 3:] += 1.0  # change the future of position 2
+        moved = (answer(changed)[0, :3] - answer(x)[0, :3]).abs().max().item()
+        return None if moved < 1e-5 else f"changing tokens 3-4 moved the outputs at 0-2 by {moved:.3g}"
+
+    register("N.M", "Title", _check_it, solution=_solution, mistakes=[Mistake(...), Mistake(...)],
+             properties=[Property("causality (no position sees a later token)", _causality)])
+
+Probe helpers: :func:`probe_tensor` (the answer's output as float64 of a required shape, or
+inconclusive), :func:`softmax_rows` (how far rows are from summing to 1). Every probe needs a unit
+test with a wrong answer that breaks its property (``tests/unit/test_exercises_properties.py``),
+and a correct alternative must keep passing every probe.
+
+Each exercise also registers a correct ``solution`` and a list of :class:`Mistake` objects
+(typical wrong answers together with the text their hint must contain); the test suite runs every
+one of them through :func:`check`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import io
 import math
 import pkgutil
+import re
 import sysconfig
 import traceback
 from collections.abc import Callable
@@ -41,6 +76,22 @@ class ExerciseFailure(Exception):
     """Raised by a checker: the message says what is wrong and how to fix it."""
 
 
+class Inconclusive(Exception):
+    """Raised by a probe that cannot tell (the answer's output has the wrong type or shape)."""
+
+
+@dataclass(frozen=True)
+class Property:
+    """An idea an exercise practises, in the chapter's words, and a probe for it alone.
+
+    ``probe(answer)`` returns ``None`` when the answer keeps the idea, or one sentence (with the
+    probe's numbers) saying how it breaks it; it may raise to say it cannot tell.
+    """
+
+    name: str
+    probe: Callable[[Any], str | None]
+
+
 @dataclass(frozen=True)
 class Mistake:
     """A typical wrong answer and a fragment of the hint it must receive."""
@@ -57,6 +108,7 @@ class Exercise:
     checker: Callable[[Any], None]
     solution: Any = None
     mistakes: list[Mistake] = field(default_factory=list)
+    properties: list[Property] = field(default_factory=list)
 
     @property
     def chapter(self) -> str:
@@ -68,15 +120,55 @@ REGISTRY: dict[str, Exercise] = {}
 RESULTS: dict[str, bool] = {}
 
 
-def register(exercise_id: str, title: str, checker: Callable[[Any], None], solution: Any, mistakes: list[Mistake]) -> Exercise:
-    """Add an exercise; ids look like ``"1.2"`` (chapter.number)."""
+def register(
+    exercise_id: str,
+    title: str,
+    checker: Callable[[Any], None],
+    solution: Any,
+    mistakes: list[Mistake],
+    properties: list[Property] | tuple[Property, ...] = (),
+) -> Exercise:
+    """Add an exercise; ids look like ``"1.2"`` (chapter.number). ``properties`` are probed in order."""
     if exercise_id in REGISTRY:
         raise ValueError(f"exercise {exercise_id!r} is registered twice")
     if len(mistakes) < 2:
         raise ValueError(f"exercise {exercise_id!r} needs at least two known mistakes, got {len(mistakes)}")
-    exercise = Exercise(exercise_id, title, checker, solution, list(mistakes))
+    exercise = Exercise(exercise_id, title, checker, solution, list(mistakes), list(properties))
     REGISTRY[exercise_id] = exercise
     return exercise
+
+
+def add_properties(exercise_id: str, properties: list[Property] | tuple[Property, ...]) -> None:
+    """Append properties to an exercise registered earlier (e.g. at the end of a chapter's module)."""
+    REGISTRY[exercise_id].properties.extend(properties)
+
+
+def broken_property(exercise: Exercise, answer: Any) -> tuple[Property, str] | None:
+    """The first of the exercise's properties that ``answer`` breaks, with its probe's sentence.
+
+    Probes run on their own inputs with the global random state restored afterwards; a probe that
+    raises (the answer crashed, or gave the wrong type or shape) cannot tell and is skipped.
+    """
+    for prop in exercise.properties:
+        try:
+            with torch.random.fork_rng(devices=[]), warnings_silenced():
+                sentence = prop.probe(answer)
+        except Exception:  # inconclusive: the checker reports crashes and shapes
+            continue
+        finally:
+            _VIEW_FALLBACKS.clear()
+        if sentence:
+            return prop, sentence
+    return None
+
+
+@contextlib.contextmanager
+def warnings_silenced():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 _loaded = False
@@ -151,7 +243,12 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
         return CheckResult(False)
     label = f"Exercise {exercise.id} ({exercise.title})"
     _VIEW_FALLBACKS.clear()
+    _SIZE_NAMES.clear()
     try:
+        if callable(answer) or isinstance(answer, (tuple, list)):
+            broken = broken_property(exercise, answer)
+            if broken is not None:
+                raise ExerciseFailure(_property_message(exercise, answer, *broken))
         with torch.random.fork_rng(devices=[]):
             exercise.checker(answer)
         if _VIEW_FALLBACKS:
@@ -173,9 +270,29 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
         return CheckResult(False)
     finally:
         _VIEW_FALLBACKS.clear()
+        _SIZE_NAMES.clear()
     RESULTS[exercise.id] = True
     print(f"{PASS_MARK} {label}: passed.")
     return CheckResult(True)
+
+
+def _property_message(exercise: Exercise, answer: Any, prop: Property, sentence: str) -> str:
+    """The hint for a broken property; a registered mistake that the checker recognises exactly is added."""
+    message = f"{prop.name}: {sentence}"
+    try:
+        with torch.random.fork_rng(devices=[]), warnings_silenced(), contextlib.redirect_stdout(io.StringIO()):
+            exercise.checker(answer)
+    except ExerciseFailure as failure:
+        text = str(failure)
+        if " is wrong: " in text and GENERIC not in text:
+            known = text.rsplit(" is wrong: ", 1)[1]
+            if known.lower() not in message.lower():
+                message += f" (the checker recognises this mistake: {known})"
+    except Exception:  # noqa: BLE001 - the property's sentence stands on its own
+        pass
+    finally:
+        _VIEW_FALLBACKS.clear()
+    return message
 
 
 # ---------------------------------------------------------------------------------
@@ -239,9 +356,56 @@ def _where(frame) -> str:
     return f"in {frame.name}(), line {frame.lineno} {place}{code}"
 
 
+# What the sizes of the checker's current inputs mean ({5: "T (positions)"}): set with name_sizes()
+# before calling the answer, so a broadcasting or product error is explained from the shapes.
+_SIZE_NAMES: dict[int, str] = {}
+
+
+def name_sizes(**sizes: int) -> None:
+    """Say what each size of the next inputs means, e.g. ``name_sizes(batch=2, T=5, d_model=16)``:
+    a broadcasting or matrix-product error in the answer is then explained axis by axis."""
+    for name, size in sizes.items():
+        size = int(size)
+        if size in _SIZE_NAMES and name not in _SIZE_NAMES[size].split(" or "):
+            _SIZE_NAMES[size] += f" or {name}"
+        else:
+            _SIZE_NAMES.setdefault(size, name)
+
+
+def _size(size: int) -> str:
+    name = _SIZE_NAMES.get(int(size))
+    return f"{size} (= {name})" if name and size != 1 else str(size)
+
+
+def _shapes_explained(text: str) -> str | None:
+    """A broadcasting or product error explained with the names of its sizes (None if unnamed)."""
+    if not _SIZE_NAMES:
+        return None
+    match = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)", text)
+    if match:
+        a, b, dim = (int(group) for group in match.groups())
+        return (
+            f"two tensors do not broadcast: on axis {dim} of the result one holds {_size(a)} and the other {_size(b)}, "
+            "so the same axis holds different things in the two. Line up the axes so that each holds the same "
+            "thing in both (batch, position, feature), adding a size-1 axis ([:, None] or unsqueeze) or transposing"
+        )
+    match = re.search(r"shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", text)
+    if match:
+        rows, inner_a, inner_b, cols = (int(group) for group in match.groups())
+        return (
+            f"a matrix product (rows {_size(rows)}) x (inner {_size(inner_a)}) times (inner {_size(inner_b)}) x "
+            f"(columns {_size(cols)}): the inner sizes must be equal, so one operand has its axes the other way "
+            "round (use .T or .transpose(-2, -1), or swap the operands)"
+        )
+    return None
+
+
 def likely_cause(error: BaseException) -> str | None:
     """The likely cause of an exception from the student's code, from its type and message."""
     text = str(error).lower()
+    explained = _shapes_explained(text)
+    if explained:
+        return explained
     for fragment, cause in LIKELY_CAUSES:
         if fragment in text:
             return cause
@@ -314,6 +478,29 @@ def diagnose_weights(weights, expected, what: str, known_mistakes: dict) -> None
         raise
 
 
+def probe_tensor(got: Any, shape: tuple[int, ...] | torch.Size) -> torch.Tensor:
+    """A probe's view of an answer's output: float64, detached, of exactly ``shape``; otherwise
+    :class:`Inconclusive` (the checker then explains the type or shape)."""
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(shape) or got.is_complex():
+        raise Inconclusive(f"expected a tensor of shape {tuple(shape)}")
+    return got.detach().to(torch.float64)
+
+
+def probe_pair(got: Any) -> tuple[Any, Any]:
+    """The two parts of an answer that returns a pair (e.g. (H, A)); otherwise :class:`Inconclusive`."""
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Inconclusive("expected a pair")
+    return got[0], got[1]
+
+
+def worst_row_sum(weights: torch.Tensor) -> float:
+    """The sum over the last axis (the keys) that is farthest from 1 (nan counts as far)."""
+    sums = weights.sum(dim=-1).flatten()
+    if torch.isnan(sums).any():
+        return float("nan")
+    return float(sums[(sums - 1).abs().argmax()]) if sums.numel() else 1.0
+
+
 def random_generator(seed: int | None = None) -> torch.Generator:
     """A fresh generator; without a seed, a new one each call so answers cannot be memorised."""
     generator = torch.Generator()
@@ -384,11 +571,15 @@ def _describe_type(got: Any) -> str:
     return f"a {type(got).__name__}"
 
 
-def require_tensor_like(got: Any, expected: torch.Tensor, what: str, known_mistakes: dict | None = None) -> torch.Tensor:
+def require_tensor_like(
+    got: Any, expected: torch.Tensor, what: str, known_mistakes: dict | None = None, axes: tuple[str, ...] | None = None
+) -> torch.Tensor:
     """Check ``got`` is a tensor with the expected shape; returns it detached, in the expected dtype.
 
-    A wrong shape is explained: by a known mistake of that shape, or by how the shapes relate
-    (axes swapped, an axis too many or too few, one axis of the wrong size).
+    A wrong shape is explained: by a known mistake of that shape, or from the shapes: with ``axes``
+    (a name per expected axis, e.g. ``("batch", "position", "feature")``) the hint says what each of
+    the answer's axes holds against what the exercise wants, and which axis is wrong; without, by
+    how the shapes relate (axes swapped, an axis too many or too few, one axis of the wrong size).
     """
     if not isinstance(got, torch.Tensor):
         raise ExerciseFailure(f"{what} should be a torch.Tensor of shape {tuple(expected.shape)}, but is {_describe_type(got)}")
@@ -396,10 +587,54 @@ def require_tensor_like(got: Any, expected: torch.Tensor, what: str, known_mista
         for hint, wrong in (known_mistakes or {}).items():
             if isinstance(wrong, torch.Tensor) and wrong.shape == got.shape and _close(got, wrong, 1e-5, 1e-4):
                 raise ExerciseFailure(f"{what} is wrong: {hint}")
-        raise ExerciseFailure(f"{what} has shape {tuple(got.shape)} but should have shape {tuple(expected.shape)}{_shape_hint(tuple(got.shape), tuple(expected.shape))}")
+        story = _axes_story(tuple(got.shape), tuple(expected.shape), axes) if axes else ""
+        raise ExerciseFailure(
+            f"{what} has shape {tuple(got.shape)} but should have shape {tuple(expected.shape)}"
+            + (story or _shape_hint(tuple(got.shape), tuple(expected.shape)))
+        )
     if got.is_complex() and not expected.is_complex():
         raise ExerciseFailure(f"{what} has the complex dtype {got.dtype}; it should be real ({expected.dtype})")
     return got.detach().to(expected.dtype)
+
+
+def _axes_story(got: tuple[int, ...], expected: tuple[int, ...], axes: tuple[str, ...]) -> str:
+    """What each axis of ``got`` holds, from its size, against the named axes of ``expected``."""
+    if len(axes) != len(expected):
+        return ""
+    wanted = [f"{name} {size}" for name, size in zip(axes, expected)]
+
+    def holds(size: int) -> str:
+        names = [name for name, wanted_size in zip(axes, expected) if wanted_size == size]
+        if len(names) == 1:
+            return f"{names[0]} {size}"
+        for start in range(len(expected)):  # a product of neighbouring axes: two axes merged
+            product = 1
+            for stop in range(start, len(expected)):
+                product *= expected[stop]
+                if product == size and stop > start:
+                    return f"{' x '.join(axes[start : stop + 1])} merged ({size})"
+        if len(names) > 1:
+            return f"{' or '.join(names)} {size}"
+        named = _SIZE_NAMES.get(size)
+        return f"{named} {size}" if named else f"{size} (no axis of the answer has this size)"
+
+    described = [holds(size) for size in got]
+    missing = [name for name, size in zip(axes, expected) if not any(name in item for item in described)]
+    story = f": its axes hold ({', '.join(described)}) where the exercise wants ({', '.join(wanted)})"
+    if len(got) == len(expected):
+        wrong = [index for index, (g, e) in enumerate(zip(got, expected)) if g != e]
+        if sorted(got) == sorted(expected):
+            story += f"; axes {' and '.join(str(index) for index in wrong)} are swapped (transpose or permute them)"
+        elif len(wrong) == 1:
+            story += f"; axis {wrong[0]} should hold {axes[wrong[0]]} ({expected[wrong[0]]}) but has {got[wrong[0]]}"
+    elif any("merged" in item for item in described):
+        story += "; two of its axes are merged into one: keep them apart (reshape back, or do not flatten)"
+    elif missing:
+        story += f"; {' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing"
+        story += " (summed or averaged away, or merged into another axis?)" if len(got) < len(expected) else ""
+    elif len(got) > len(expected):
+        story += "; an axis too many"
+    return story
 
 
 def _shape_hint(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
@@ -418,7 +653,7 @@ def _shape_hint(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
         if len(wrong) == 1:
             axis = wrong[0]
             return (
-                f": axis {axis} has size {got[axis]} instead of {expected[axis]}"
+                f": axis {axis} has size {_size(got[axis])} instead of {_size(expected[axis])}"
                 + ("; sizes that appear elsewhere in the inputs hint at the wrong axis in a sum, mean or product" if got[axis] in expected else "")
             )
     return ""

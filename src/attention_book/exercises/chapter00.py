@@ -20,12 +20,15 @@ from ._core import (
     SCORES_AS_WEIGHTS,
     ExerciseFailure,
     Mistake,
+    add_properties,
     attention_variants,
     call,
     diagnose,
+    probe_tensor,
     random_generator,
     register,
 )
+from ._probes import attention_properties
 
 # ---------------------------------------------------------------------------------
 # 0.1 Attention weights of a few queries
@@ -140,3 +143,13 @@ register(
         Mistake("exp without subtracting the maximum", _naive_exp, "exp() of large scores overflows"),
     ],
 )
+
+# ---------------------------------------------------------------------------------
+# Properties of 0.1 (see _core's docstring): the softmax axis, the softmax, the scale.
+
+
+def _weights_of(answer, Q, K):
+    return probe_tensor(answer(Q, K), (Q.shape[0], K.shape[0]))
+
+
+add_properties("0.1", attention_properties(_weights_of))

@@ -4,6 +4,8 @@
 1.2 Attention in matrix form, with an optional boolean mask, for batches.
 1.3 Design a query and two keys for which the sqrt(d_k) scale decides between a
     near-hard and a soft choice, or say that none exist for this d_k.
+1.4 Bahdanau's additive attention: scores tanh(q_i W_1 + k_j W_2) w, then weights and outputs.
+1.5 The influence of every token on a recurrent layer's last state, relative to the last token's.
 
 Each checker tests the answer on fresh random inputs against the reference
 (:func:`~attention_book.attention_scores`, :func:`~attention_book.softmax`,
@@ -23,15 +25,22 @@ from ._core import (
     SCALED_BY_SQRT_T,
     SCORES_AS_WEIGHTS,
     ExerciseFailure,
+    Inconclusive,
     Mistake,
+    Property,
+    add_properties,
     attention_variants,
     call,
     diagnose,
     diagnose_weights,
+    name_sizes,
+    probe_pair,
+    probe_tensor,
     random_generator,
     register,
     require_tensor_like,
 )
+from ._probes import SCALE, _describe_divisors, _graded_keys, _randn, attention_properties, values_probe
 
 # ---------------------------------------------------------------------------------
 # 1.1 Scores and weights of one query
@@ -97,6 +106,7 @@ def _check_scores_and_weights(answer) -> None:
     d_k = int(torch.randint(3, 17, (), generator=generator))
     T = int(torch.randint(4, 9, (), generator=generator))
     T += T == d_k  # T != d_k, so that dividing by sqrt(T) instead of sqrt(d_k) shows
+    name_sizes(d_k=d_k, T=T)
     query = torch.randn(d_k, generator=generator)
     keys = torch.randn(T, d_k, generator=generator)
     scores, weights = _pair(call(answer, query.clone(), keys.clone()), "scores_and_weights")
@@ -302,6 +312,7 @@ def _check_attention(answer) -> None:
     # Case 1: a batch of 2 without a mask; values as wide as the keys (so that averaging the
     # keys instead of the values can be recognised), then values of another width.
     batch, T_q, T_k, d_k, d_v = 2, 4, 6, 5, 3
+    name_sizes(batch=batch, T_q=T_q, T_k=T_k, d_k=d_k, d_v=d_v)
     Q = torch.randn(batch, T_q, d_k, generator=generator)
     K = torch.randn(batch, T_k, d_k, generator=generator)
     V_square = torch.randn(batch, T_k, d_k, generator=generator)
@@ -389,6 +400,120 @@ register(
         Mistake("returned the scores as A", _matrix_returns_scores, SCORES_AS_WEIGHTS),
         Mistake("exp without subtracting the maximum", _matrix_naive_exp, "exp() overflowed"),
         Mistake("returned (A, H)", _matrix_swapped_outputs, "you returned (A, H)"),
+    ],
+)
+
+# Properties of 1.1 and 1.2 (see _core's docstring): what an answer breaks, probed one idea at a time.
+
+
+def _scores_weights_of(answer, query, keys):
+    scores, weights = probe_pair(answer(query, keys))
+    return probe_tensor(scores, (keys.shape[0],)), probe_tensor(weights, (keys.shape[0],))
+
+
+def _one_query_weights_of(answer, Q, K):
+    return torch.stack([_scores_weights_of(answer, q, K)[1] for q in Q])
+
+
+def _pair_order_probe(answer):
+    query, keys = _randn(41, 4), _randn(42, 5, 4)
+    first, second = (probe_tensor(t, (5,)) for t in probe_pair(answer(query, keys)))
+    sums_to_one = lambda t: bool((t >= 0).all() and abs(float(t.sum()) - 1) < 1e-4)  # noqa: E731
+    if sums_to_one(first) and not sums_to_one(second):
+        return (
+            f"the first tensor you return is positive and sums to 1 ({float(first.sum()):.3f}) and the second does not: "
+            "return (scores, weights), the scores first"
+        )
+    return None
+
+
+def _scores_scale_probe(answer):
+    implied = []
+    for d in (4, 16):
+        Q, K = _graded_keys(d, gap_raw=2.0)  # dot products 0, 2, 4
+        scores = _scores_weights_of(answer, Q[0], K)[0]
+        if abs(float(scores[1] - scores[0])) < 1e-9:
+            return f"keys with dot products 0, 2 and 4 with the query got the scores {[round(float(v), 3) for v in scores]}: a score is the dot product q.k divided by sqrt(d_k)"
+        implied.append(2.0 / float(scores[1] - scores[0]))
+        if not torch.allclose(scores, torch.tensor([0.0, 2.0, 4.0], dtype=torch.float64) / implied[-1], atol=1e-4):
+            return (
+                f"keys with dot products 0, 2 and 4 with the query got the scores {[round(float(v), 3) for v in scores]}: "
+                "a score is the dot product q.k (keys @ query) divided by sqrt(d_k), nothing added"
+            )
+    if all(abs(D - math.sqrt(d)) < 2e-3 * math.sqrt(d) for D, d in zip(implied, (4, 16))):
+        return None
+    return (
+        f"with the dot products q.k = 0, 2, 4, your scores divide them by {implied[0]:.3g} when d_k = 4 and by {implied[1]:.3g} "
+        f"when d_k = 16, where the chapter divides by sqrt(d_k) = 2 and 4: "
+        + _describe_divisors(4, implied[0], 16, implied[1], {"T, the number of keys": 3})
+    )
+
+
+def _weights_follow_scores_probe(answer):
+    query, keys = _randn(43, 6), _randn(44, 5, 6)
+    scores, weights = _scores_weights_of(answer, query, keys)
+    expected = torch.softmax(scores, dim=-1)
+    if torch.allclose(weights, expected, atol=1e-5):
+        return None
+    return (
+        f"your weights {[round(float(v), 3) for v in weights]} are not the softmax of your scores "
+        f"{[round(float(v), 3) for v in scores]} (that is {[round(float(v), 3) for v in expected]}): apply the softmax "
+        "to the scaled scores you return, once"
+    )
+
+
+add_properties(
+    "1.1",
+    [
+        Property("the pair (scores, weights)", _pair_order_probe),
+        Property("the scores " + SCALE[len("the scale "):], _scores_scale_probe),
+        *attention_properties(_one_query_weights_of),
+        Property("the weights are the softmax of the scores", _weights_follow_scores_probe),
+    ],
+)
+
+
+def _batched(answer, Q, K, V, mask=None):
+    args = (Q[None], K[None], V[None]) + (() if mask is None else (mask,))
+    H, A = probe_pair(answer(*args))
+    return probe_tensor(H, (1, Q.shape[0], V.shape[-1]))[0], probe_tensor(A, (1, Q.shape[0], K.shape[0]))[0]
+
+
+def _matrix_weights_of(answer, Q, K):
+    return _batched(answer, Q, K, _randn(45, K.shape[0], 3))[1]
+
+
+def _matrix_masked_weights_of(answer, Q, K, mask):
+    return _batched(answer, Q, K, _randn(45, K.shape[0], 3), mask)[1]
+
+
+def _matrix_output(answer, Q, K, V):
+    H, A = _batched(answer, Q, K, V)
+    return H, A, V.double()
+
+
+def _batch_probe(answer):
+    """Each sequence of a batch is attended on its own: the batch gives what each element gives alone."""
+    Q, K, V = _randn(46, 2, 3, 4), _randn(47, 2, 5, 4), _randn(48, 2, 5, 2)
+    H, A = probe_pair(answer(Q, K, V))
+    H, A = probe_tensor(H, (2, 3, 2)), probe_tensor(A, (2, 3, 5))
+    for b in range(2):
+        H_b, A_b = _batched(answer, Q[b], K[b], V[b])
+        if not (torch.allclose(H[b], H_b, atol=1e-5) and torch.allclose(A[b], A_b, atol=1e-5)):
+            return (
+                f"sequence {b} of a batch of 2 gets other weights (by up to {float((A[b] - A_b).abs().max()):.3g}) than the "
+                "same sequence alone: every sequence attends only within itself, so work on the last two axes "
+                "(K.transpose(-2, -1), softmax over dim=-1) and leave the batch axes alone"
+            )
+    return None
+
+
+add_properties(
+    "1.2",
+    [
+        *attention_properties(_matrix_weights_of, _matrix_masked_weights_of),
+        Property("the output H = A V (each output row averages the VALUE rows with that query's weights)", values_probe(_matrix_output)),
+        Property("batches (every sequence of a batch attends only within itself)", _batch_probe),
     ],
 )
 
@@ -518,5 +643,256 @@ register(
         Mistake("never None", _never_none, "no query and two keys can do this"),
         Mistake("gap too small", _gap_too_small, "without the scale the top weight is only"),
         Mistake("gap too large", _gap_too_large, "with the scale the top weight is still"),
+    ],
+)
+
+
+# Properties of 1.3: None exactly when no pair exists; decisive without the scale; close with it.
+
+
+def _pair_for(answer, d_k):
+    result = answer(d_k)
+    if result is None:
+        return None
+    query, keys = probe_pair(result)
+    return probe_tensor(query, (d_k,)), probe_tensor(keys, (2, d_k))
+
+
+def _none_exactly_when_impossible(answer):
+    for d_k in (512, 140, 16, 128):
+        result = answer(d_k)
+        if (result is None) == _feasible(d_k):
+            bound = math.sqrt(d_k) * math.log(SCALED_TOP / (1 - SCALED_TOP))
+            return (
+                f"for d_k = {d_k} you returned {'None' if result is None else 'a query and keys'}, but the score gap g must "
+                f"exceed ln 99 = {math.log(99):.2f} (decisive without the scale) and stay below sqrt(d_k) ln 1.5 = {bound:.2f} "
+                f"(close with it), so {'such a pair exists' if _feasible(d_k) else 'no pair exists: return None'}"
+            )
+    return None
+
+
+def _decisive_without_scale(answer):
+    pair = _pair_for(answer, 512)
+    if pair is None:
+        raise Inconclusive("None")
+    unscaled, _ = _top_weights(*pair)
+    if unscaled > UNSCALED_TOP:
+        return None
+    return f"for d_k = 512, without the scale the top weight is only {unscaled:.3f}; it must exceed {UNSCALED_TOP}: widen the score gap"
+
+
+def _close_with_scale(answer):
+    pair = _pair_for(answer, 512)
+    if pair is None:
+        raise Inconclusive("None")
+    _, scaled = _top_weights(*pair)
+    if scaled < SCALED_TOP:
+        return None
+    return (
+        f"for d_k = 512, with the scale the top weight is still {scaled:.3f}; it must stay below {SCALED_TOP}: the scaled "
+        "scores are the dot products divided by sqrt(d_k), so narrow the gap"
+    )
+
+
+add_properties(
+    "1.3",
+    [
+        Property("when a pair exists (None exactly when sqrt(d_k) ln 1.5 <= ln 99)", _none_exactly_when_impossible),
+        Property("the unscaled softmax decides (top weight above 0.99 without the scale)", _decisive_without_scale),
+        Property("the scale keeps it close (top weight below 0.6 with the scale)", _close_with_scale),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 1.4 Bahdanau's additive attention
+
+
+def _additive_attention_solution(queries, keys, values, W_1, W_2, w):
+    """Return (H (T_q, d_v), A (T_q, T_k)) with the additive score tanh(q_i W_1 + k_j W_2) w."""
+    # (T_q, 1, d_a) + (1, T_k, d_a) -> (T_q, T_k, d_a), then @ (d_a,) -> (T_q, T_k)
+    scores = torch.tanh((queries @ W_1)[:, None, :] + (keys @ W_2)[None, :, :]) @ w
+    weights = torch.softmax(scores, dim=-1)  # over the keys
+    return weights @ values, weights
+
+
+def _additive_without_tanh(queries, keys, values, W_1, W_2, w):
+    scores = ((queries @ W_1)[:, None, :] + (keys @ W_2)[None, :, :]) @ w
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ values, weights
+
+
+def _additive_product(queries, keys, values, W_1, W_2, w):
+    scores = torch.tanh((queries @ W_1)[:, None, :] * (keys @ W_2)[None, :, :]) @ w
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ values, weights
+
+
+def _additive_swapped(queries, keys, values, W_1, W_2, w):
+    scores = torch.tanh((queries @ W_2)[:, None, :] + (keys @ W_1)[None, :, :]) @ w
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ values, weights
+
+
+def _additive_softmax_over_queries(queries, keys, values, W_1, W_2, w):
+    scores = torch.tanh((queries @ W_1)[:, None, :] + (keys @ W_2)[None, :, :]) @ w
+    weights = torch.softmax(scores, dim=0)
+    return weights @ values, weights
+
+
+def _additive_scaled(queries, keys, values, W_1, W_2, w):
+    scores = torch.tanh((queries @ W_1)[:, None, :] + (keys @ W_2)[None, :, :]) @ w / math.sqrt(w.shape[0])
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ values, weights
+
+
+def _additive_scores_as_weights(queries, keys, values, W_1, W_2, w):
+    scores = torch.tanh((queries @ W_1)[:, None, :] + (keys @ W_2)[None, :, :]) @ w
+    return scores @ values, scores
+
+
+def _check_additive_attention(answer) -> None:
+    generator = random_generator()
+    # Case 1: queries and keys of the same size (so that swapping W_1 and W_2 runs); case 2: of
+    # different sizes, which the additive score allows and the dot product does not.
+    for d_q, d_k in ((5, 5), (3, 6)):
+        T_q, T_k, d_v, d_a = 4, 7, 2, 8
+        queries = torch.randn(T_q, d_q, generator=generator)
+        keys = torch.randn(T_k, d_k, generator=generator)
+        values = torch.randn(T_k, d_v, generator=generator)
+        W_1 = torch.randn(d_q, d_a, generator=generator)
+        W_2 = torch.randn(d_k, d_a, generator=generator)
+        w = torch.randn(d_a, generator=generator)
+        inputs = (queries, keys, values, W_1, W_2, w)
+        result = call(answer, *(tensor.clone() for tensor in inputs))
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise ExerciseFailure(f"additive_attention should return a pair (H, A), but returned {type(result).__name__}")
+        H, A = result
+        expected_H, expected_A = _additive_attention_solution(*inputs)
+        where = f"(queries of size {d_q}, keys of size {d_k}, d_a={d_a})"
+        mistakes = {
+            "without the tanh the score splits into a query part and a key part, and the query part cancels in "
+            "the softmax, so every query gets the same weights: put tanh around q_i W_1 + k_j W_2": _additive_without_tanh,
+            "the additive score ADDS the two projections, q_i W_1 + k_j W_2, before the tanh; you multiplied them": _additive_product,
+            "W_1 belongs to the queries and W_2 to the keys: you swapped them": _additive_swapped if d_q == d_k else None,
+            "each query's weights must sum to 1 over the keys: take the softmax over the last axis (dim=-1)": _additive_softmax_over_queries,
+            "the additive score has no sqrt scale: its size is set by the learned w, not by a width": _additive_scaled,
+            "your A holds the scores: turn them into weights with a softmax over the keys": _additive_scores_as_weights,
+        }
+        known = {hint: variant(*inputs)[1] for hint, variant in mistakes.items() if variant is not None}
+        diagnose(A, expected_A, f"the weight matrix A {where}", known_mistakes=known)
+        diagnose(H, expected_H, f"the output matrix H {where}")
+
+
+register(
+    "1.4",
+    "Bahdanau's additive attention",
+    _check_additive_attention,
+    solution=_additive_attention_solution,
+    mistakes=[
+        Mistake("no tanh", _additive_without_tanh, "put tanh around"),
+        Mistake("product instead of sum", _additive_product, "you multiplied them"),
+        Mistake("W_1 and W_2 swapped", _additive_swapped, "you swapped them"),
+        Mistake("softmax over the queries", _additive_softmax_over_queries, "over the last axis"),
+        Mistake("scaled by sqrt(d_a)", _additive_scaled, "has no sqrt scale"),
+        Mistake("scores as weights", _additive_scores_as_weights, "your A holds the scores"),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 1.5 How much does the first token still count?
+
+
+def _influence_solution(x, W_x, W_h):
+    """Return (T,): |d sum(h_(T-1)) / d x_t| for every t, divided by the value at t = T - 1."""
+    x = x.detach().clone().requires_grad_(True)  # (T, d_in)
+    state = torch.zeros(W_h.shape[0], dtype=x.dtype)  # (d,)
+    for t in range(x.shape[0]):
+        state = torch.tanh(x[t] @ W_x + state @ W_h)  # (d,)
+    (gradient,) = torch.autograd.grad(state.sum(), x)  # (T, d_in)
+    norms = gradient.norm(dim=-1)  # (T,)
+    return norms / norms[-1]
+
+
+def _influence_raw(x, W_x, W_h):
+    x = x.detach().clone().requires_grad_(True)
+    state = torch.zeros(W_h.shape[0], dtype=x.dtype)
+    for t in range(x.shape[0]):
+        state = torch.tanh(x[t] @ W_x + state @ W_h)
+    (gradient,) = torch.autograd.grad(state.sum(), x)
+    return gradient.norm(dim=-1)
+
+
+def _influence_relative_to_first(x, W_x, W_h):
+    norms = _influence_raw(x, W_x, W_h)
+    return norms / norms[0]
+
+
+def _influence_without_tanh(x, W_x, W_h):
+    x = x.detach().clone().requires_grad_(True)
+    state = torch.zeros(W_h.shape[0], dtype=x.dtype)
+    for t in range(x.shape[0]):
+        state = x[t] @ W_x + state @ W_h
+    (gradient,) = torch.autograd.grad(state.sum(), x)
+    norms = gradient.norm(dim=-1)
+    return norms / norms[-1]
+
+
+def _influence_transposed(x, W_x, W_h):
+    return _influence_solution(x, W_x, W_h.T)
+
+
+def _influence_reversed(x, W_x, W_h):
+    return _influence_solution(x, W_x, W_h).flip(0)
+
+
+def _influence_summed_gradient(x, W_x, W_h):
+    x = x.detach().clone().requires_grad_(True)
+    state = torch.zeros(W_h.shape[0], dtype=x.dtype)
+    for t in range(x.shape[0]):
+        state = torch.tanh(x[t] @ W_x + state @ W_h)
+    (gradient,) = torch.autograd.grad(state.sum(), x)
+    sums = gradient.sum(dim=-1)
+    return sums / sums[-1]
+
+
+def _check_influence(answer) -> None:
+    generator = random_generator()
+    T, d_in, d = 12, 3, 6
+    x = torch.randn(T, d_in, generator=generator, dtype=torch.float64)
+    W_x = torch.randn(d_in, d, generator=generator, dtype=torch.float64)
+    # Recurrent weights that are not symmetric, so that W_h and its transpose give different answers.
+    W_h = 0.9 * torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=torch.float64))[0]
+    where = f"(T={T} tokens of {d_in} features, a state of {d})"
+    got = call(answer, x.clone(), W_x.clone(), W_h.clone())
+    expected = _influence_solution(x, W_x, W_h)
+    known = {
+        "divide every gradient norm by the LAST token's, so that the last entry is 1": _influence_raw(x, W_x, W_h),
+        "the influence is relative to the last token (the entry at t = T - 1 is 1), not the first": _influence_relative_to_first(x, W_x, W_h),
+        "the state update is h_t = tanh(x_t W_x + h_(t-1) W_h): you left out the tanh": _influence_without_tanh(x, W_x, W_h),
+        "the state is a row vector multiplied on the right, h_(t-1) @ W_h; you used W_h transposed": _influence_transposed(x, W_x, W_h),
+        "entry t belongs to token t: the first token first, the last one (value 1) at the end": _influence_reversed(x, W_x, W_h),
+        "measure each token's gradient by its norm (length), gradient[t].norm(), not by the sum of its entries": _influence_summed_gradient(
+            x, W_x, W_h
+        ),
+    }
+    diagnose(got, expected, f"the influence of each token {where}", known_mistakes=known, rtol=1e-3, atol=1e-8)
+    # Without recurrent weights, only the last token reaches the last state.
+    got = call(answer, x.clone(), W_x.clone(), torch.zeros(d, d, dtype=torch.float64))
+    diagnose(got, _influence_solution(x, W_x, torch.zeros(d, d, dtype=torch.float64)),
+             "the influence with W_h = 0 (only the last token reaches the last state)", rtol=1e-3, atol=1e-8)
+
+
+register(
+    "1.5",
+    "How much does the first token still count?",
+    _check_influence,
+    solution=_influence_solution,
+    mistakes=[
+        Mistake("not relative", _influence_raw, "by the LAST token's"),
+        Mistake("relative to the first token", _influence_relative_to_first, "not the first"),
+        Mistake("no tanh", _influence_without_tanh, "you left out the tanh"),
+        Mistake("W_h transposed", _influence_transposed, "W_h transposed"),
+        Mistake("reversed", _influence_reversed, "the first token first"),
+        Mistake("summed gradient", _influence_summed_gradient, "not by the sum of its entries"),
     ],
 )

@@ -1,0 +1,230 @@
+"""Probes shared by the attention exercises (0.1, 1.1, 1.2, 2.1, 4.3): each builds an input on
+which one idea decides the weights, and says in the chapter's words how an answer breaks it.
+
+An exercise adapts its answer to ``weights_of(Q, K) -> A`` (queries (T_q, d), keys (T_k, d); A
+(T_q, T_k) as float64, or :class:`~._core.Inconclusive`), and for a mask to
+``masked_weights_of(Q, K, mask) -> A``; :func:`attention_properties` returns the properties.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from ._core import Inconclusive, Property
+
+SOFTMAX_AXIS = "the softmax axis (each query's weights sum to 1 over the keys)"
+SOFTMAX = "the softmax (weights grow with the score, as exp(score) / sum)"
+SCALE = "the scale (scores are dot products divided by sqrt(d_k))"
+MASK = "the mask (a key where the mask is False gets weight exactly 0; the others share all of it)"
+VALUES = "the output H = A V (each output row averages the VALUE rows with that query's weights)"
+
+
+def _randn(seed: int, *shape: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64).float()
+
+
+def _fmt(values) -> str:
+    return "(" + ", ".join(f"{float(v):.3g}" for v in values) + ")"
+
+
+def softmax_axis_probe(weights_of: Callable, T_q: int = 3, T_k: int = 5, d: int = 4) -> Callable:
+    def probe(answer) -> str | None:
+        Q, K = _randn(11, T_q, d), _randn(12, T_k, d)
+        A = weights_of(answer, Q, K)
+        if not torch.isfinite(A).all():
+            raise Inconclusive("nan")  # the checker names overflow and 0/0
+        rows = A.sum(dim=-1)
+        if torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
+            return None
+        columns = A.sum(dim=-2)
+        if torch.allclose(columns, torch.ones_like(columns), atol=1e-4):
+            return (
+                f"with {T_q} random queries and {T_k} keys your weights sum to 1 down each column (over the queries) "
+                f"while row 0 (query 0) sums to {rows[0]:.3f}: each query's row must sum to 1 over the keys, so take "
+                "the softmax along the keys (dim=-1)"
+            )
+        if float(rows.std()) < 1e-4 * max(1.0, float(rows.abs().mean())):
+            constant = float(rows.mean())
+            for name, value in ((f"1/sqrt(d_k) = 1/sqrt({d})", 1 / math.sqrt(d)), (f"1/d_k = 1/{d}", 1 / d)):
+                if abs(constant - value) < 1e-4:
+                    return (
+                        f"every row of your weights sums to {constant:.3f} = {name}: the scale is applied after the "
+                        "softmax. Divide the SCORES by sqrt(d_k), before the softmax, so that each row sums to 1"
+                    )
+        worst = int((rows - 1).abs().argmax())
+        negative = f"; some weights are negative (as low as {float(A.min()):.3f})" if (A < -1e-6).any() else ""
+        return (
+            f"with {T_q} random queries and {T_k} keys, row {worst} (query {worst}) of your weights sums to "
+            f"{rows[worst]:.3f} over the keys, not 1{negative}: the weights are a softmax of the scores along the keys "
+            "(exponentiate, then divide by each row's sum), so they are positive and each row sums to 1"
+        )
+
+    return probe
+
+
+def _graded_keys(d: int, gap_raw: float = 2.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Query 0 = gap_raw e_0 and three keys 0, e_0, 2 e_0: dot products 0, gap_raw, 2 gap_raw.
+
+    Two queries and three keys, so that no shape is square by accident and sqrt(T) is not sqrt(d_k)."""
+    Q = torch.zeros(2, d)
+    Q[0, 0] = gap_raw
+    Q[1, 1] = 1.0
+    K = torch.zeros(3, d)
+    K[1, 0], K[2, 0] = 1.0, 2.0
+    return Q, K
+
+
+def softmax_probe(weights_of: Callable, d: int = 4) -> Callable:
+    def probe(answer) -> str | None:
+        Q, K = _graded_keys(d, gap_raw=math.sqrt(d))  # scaled scores 0, 1, 2
+        A = weights_of(answer, Q, K)[0]
+        if not torch.isfinite(A).all():
+            raise Inconclusive("nan")
+        if (A <= 0).any():
+            return (
+                f"keys whose scaled scores are 0, 1 and 2 got weights {_fmt(A)}: a softmax gives every key a positive "
+                "weight (exp(score) > 0, divided by the sum of the exponentials); an argmax (one-hot) or dividing the "
+                "scores by their sum does not"
+            )
+        if not (A[0] < A[1] < A[2]):
+            return (
+                f"keys whose scaled scores are 0, 1 and 2 got weights {_fmt(A)}: the key with the larger score must get "
+                "the larger weight (the softmax exponentiates the scores; no minus sign, no other function)"
+            )
+        first, second = math.log(A[1] / A[0]), math.log(A[2] / A[1])
+        if abs(first - second) > 1e-3 * max(abs(first), abs(second)):
+            return (
+                f"keys whose scaled scores are 0, 1 and 2 (evenly spaced) got weights {_fmt(A)}, which grow by x{math.exp(first):.3g} "
+                f"then x{math.exp(second):.3g}: a softmax multiplies the weight by the same factor for each equal step in the "
+                "score (exp(score) divided by the sum over the keys)"
+            )
+        return None
+
+    return probe
+
+
+def _describe_divisors(d_small: int, D_small: float, d_large: int, D_large: float, sizes: dict[str, float]) -> str:
+    close = lambda a, b: abs(a - b) < 2e-3 * max(abs(b), 1e-9)  # noqa: E731
+    if close(D_small, 1.0) and close(D_large, 1.0):
+        return "the scores are not scaled at all: divide them by sqrt(d_k)"
+    if close(D_small, float(d_small)) and close(D_large, float(d_large)):
+        return "that is d_k: divide by sqrt(d_k), not by d_k"
+    if close(D_small, 1 / math.sqrt(d_small)) and close(D_large, 1 / math.sqrt(d_large)):
+        return "you multiply by sqrt(d_k): divide by it"
+    if close(D_small, D_large):
+        for name, value in sizes.items():
+            if close(D_small, math.sqrt(value)):
+                return f"that is sqrt({name}) = sqrt({value:g}), which does not change with d_k: divide by sqrt(d_k)"
+            if close(D_small, value):
+                return f"that is {name} = {value:g}, which does not change with d_k: divide by sqrt(d_k)"
+        return "a divisor that does not change with d_k: divide by sqrt(d_k)"
+    return "divide by sqrt(d_k), once"
+
+
+def scale_probe(weights_of: Callable, sizes: Callable[[int], dict[str, float]] | None = None, dims: tuple[int, int] = (4, 16)) -> Callable:
+    """Same dot products at two d_k: the divisor the weights imply must be sqrt(d_k) at both."""
+
+    def probe(answer) -> str | None:
+        implied = []
+        for d in dims:
+            Q, K = _graded_keys(d, gap_raw=2.0)  # dot products 0, 2, 4
+            A = weights_of(answer, Q, K)[0]
+            if not torch.isfinite(A).all() or (A <= 0).any() or A[1] <= A[0]:
+                raise Inconclusive("not a softmax")
+            implied.append(2.0 / math.log(A[1] / A[0]))
+        (d_small, d_large), (D_small, D_large) = dims, implied
+        if abs(D_small - math.sqrt(d_small)) < 2e-3 * math.sqrt(d_small) and abs(D_large - math.sqrt(d_large)) < 2e-3 * math.sqrt(d_large):
+            return None
+        known = {"T, the number of keys": 3, "the number of queries": 2, **(sizes(d_small) if sizes else {})}
+        named = _describe_divisors(d_small, D_small, d_large, D_large, known)
+        return (
+            f"with the same dot products q.k = 0, 2, 4, your weights divide them by {D_small:.3g} when d_k = {d_small} "
+            f"and by {D_large:.3g} when d_k = {d_large}, where the chapter divides by sqrt(d_k) = {math.sqrt(d_small):g} "
+            f"and {math.sqrt(d_large):g}: {named}"
+        )
+
+    return probe
+
+
+def mask_probe(masked_weights_of: Callable, weights_of: Callable) -> Callable:
+    def probe(answer) -> str | None:
+        Q, K = _randn(21, 3, 4), _randn(22, 5, 4)
+        mask = torch.tensor(
+            [[True, False, True, False, True], [False, True, True, False, False], [True, True, True, True, False]]
+        )
+        A = masked_weights_of(answer, Q, K, mask)
+        if torch.isnan(A).any():
+            raise Inconclusive("nan")
+        blocked = A[~mask]
+        allowed = A[mask]
+        if blocked.abs().max() > 1e-6:
+            if allowed.abs().max() < 1e-6:
+                return (
+                    f"with the mask {mask.int().tolist()}, the keys where the mask is False got all the weight and the others 0: "
+                    "the mask is inverted; True means 'may attend', so fill the scores where the mask is False"
+                )
+            i, j = [int(v) for v in (~mask & (A.abs() > 1e-6)).nonzero()[0]]
+            return (
+                f"query {i} may not attend to key {j} (mask[{i}, {j}] is False) but gets weight {A[i, j]:.3g}: set the masked "
+                "SCORES to -inf before the softmax (not 0, and not a product with the mask), so their weights are exactly 0"
+            )
+        rows = A.sum(dim=-1)
+        if not torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
+            worst = int((rows - 1).abs().argmax())
+            return (
+                f"with the masked keys at 0, query {worst}'s weights sum to {rows[worst]:.3f}, not 1: the mask was applied "
+                "after the softmax. Fill the masked scores with -inf BEFORE the softmax, so the allowed keys share all the weight"
+            )
+        free = weights_of(answer, Q, K)
+        for i in range(3):
+            keys = mask[i].nonzero().flatten()
+            ratio_masked = A[i, keys] / A[i, keys].sum()
+            ratio_free = free[i, keys] / free[i, keys].sum()
+            if not torch.allclose(ratio_masked, ratio_free, atol=1e-4):
+                return (
+                    f"query {i}'s allowed keys {keys.tolist()} share its weight as {_fmt(ratio_masked)} with the mask but "
+                    f"{_fmt(ratio_free)} without: masking must leave the allowed keys' scores alone and only remove the others"
+                )
+        return None
+
+    return probe
+
+
+def attention_properties(
+    weights_of: Callable,
+    masked_weights_of: Callable | None = None,
+    sizes: Callable[[int], dict[str, float]] | None = None,
+    axis_sizes: tuple[int, int] = (3, 5),
+) -> list[Property]:
+    """The softmax axis, the softmax, the scale and (with ``masked_weights_of``) the mask."""
+    properties = [
+        Property(SOFTMAX_AXIS, softmax_axis_probe(weights_of, *axis_sizes)),
+        Property(SOFTMAX, softmax_probe(weights_of)),
+        Property(SCALE, scale_probe(weights_of, sizes)),
+    ]
+    if masked_weights_of is not None:
+        properties.append(Property(MASK, mask_probe(masked_weights_of, weights_of)))
+    return properties
+
+
+def values_probe(output_and_weights: Callable, keys_like_values: bool = True) -> Callable:
+    """``output_and_weights(answer, Q, K, V) -> (H, A, V_used)``: H must be A times the values."""
+
+    def probe(answer) -> str | None:
+        Q, K, V = _randn(31, 3, 4), _randn(32, 5, 4), _randn(33, 5, 4)
+        H, A, values = output_and_weights(answer, Q, K, V)
+        expected = A @ values
+        if torch.allclose(H, expected, atol=1e-4, rtol=1e-4):
+            return None
+        if keys_like_values and torch.allclose(H, A @ K, atol=1e-4, rtol=1e-4):
+            return "your H is your weights times the KEYS: the output averages the values, H = A V"
+        difference = float((H - expected).abs().max())
+        return (
+            f"your H differs from your own weights times the values by up to {difference:.3g}: each output row is the "
+            "average of the value rows weighted by that query's weights, H = A V (no other factor or product)"
+        )
+
+    return probe
