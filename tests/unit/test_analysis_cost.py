@@ -37,3 +37,41 @@ def test_parameter_count_counts_only_trainable_numbers():
     assert parameter_count(model) == 4 * 2 + 2
     assert parameter_count(nn.ReLU()) == 0
     assert parameter_count(nn.Embedding(10, 3)) == sum(p.numel() for p in nn.Embedding(10, 3).parameters()) == 30
+
+
+def test_layer_costs_count_vaswani_table_1_with_projections():
+    from attention_book.analysis.cost import layer_costs
+
+    costs = layer_costs(128, 64, kernel_size=3)
+    assert costs["self-attention"] == {"multiply_adds": 3 * 128 * 64**2 + 2 * 128**2 * 64, "sequential_steps": 1, "path_length": 1}
+    assert costs["simple RNN"] == {"multiply_adds": 2 * 128 * 64**2, "sequential_steps": 128, "path_length": 127}
+    assert costs["LSTM"]["multiply_adds"] == 4 * costs["simple RNN"]["multiply_adds"] == 4_194_304
+    assert costs["convolution (k = 3)"] == {"multiply_adds": 3 * 128 * 64**2, "sequential_steps": 1, "path_length": 64}
+    assert layer_costs(1, 8)["convolution (k = 3)"]["path_length"] == 0
+
+
+def test_attention_is_cheaper_than_an_lstm_exactly_below_two_and_a_half_d():
+    from attention_book.analysis.cost import layer_costs
+
+    for d in (8, 64):
+        for T in range(1, 4 * d):
+            costs = layer_costs(T, d)
+            assert (costs["self-attention"]["multiply_adds"] < costs["LSTM"]["multiply_adds"]) == (T < 2.5 * d)
+            assert costs["self-attention"]["multiply_adds"] > costs["simple RNN"]["multiply_adds"]
+
+
+def test_layer_costs_reject_bad_sizes():
+    from attention_book.analysis.cost import layer_costs
+
+    with pytest.raises(ValueError):
+        layer_costs(0, 8)
+    with pytest.raises(ValueError):
+        layer_costs(8, 8, kernel_size=1)
+
+
+def test_time_layers_gives_one_positive_time_per_layer_and_length():
+    from attention_book.analysis.cost import time_layers
+
+    seconds = time_layers([8, 16], d=4, repeats=2)
+    assert list(seconds) == ["self-attention", "simple RNN", "LSTM", "convolution (k = 3)"]
+    assert all(len(times) == 2 and min(times) > 0 for times in seconds.values())

@@ -47,6 +47,27 @@ def test_chapter_1_saturation_and_timings():
     assert [t.get_text() for t in ax.get_legend().texts][0] == "measured on cpu"
 
 
+def test_chapter_1_bottleneck_figure_draws_a_mean_line_and_range_band_per_model_and_chance():
+    accuracy = torch.rand(2, 5, 4)
+    ax = chapter01.plot_bottleneck([4, 8, 12, 16], accuracy, chance=1 / 8, labels=["vector", "attention"], title="copy")
+    assert _labelled(ax) and ax.get_title() == "copy"
+    legend = [t.get_text() for t in ax.get_legend().texts]
+    assert legend == ["vector", "attention", "chance (1/8)"]
+    assert len(ax.collections) == 2  # one range band per model
+    torch.testing.assert_close(torch.tensor(ax.lines[0].get_ydata()).float(), accuracy[0].mean(0))
+    with pytest.raises(ValueError, match=r"accuracy must be \(models=2, seeds, lengths=4\)"):
+        chapter01.plot_bottleneck([4, 8, 12, 16], torch.rand(2, 5, 3), 0.1, ["a", "b"])
+
+
+def test_chapter_1_layer_costs_are_drawn_per_token_with_the_crossovers_marked():
+    lengths = [16, 64, 256]
+    costs = {"attention": [T * (3 + T) for T in lengths], "LSTM": [8 * T for T in lengths]}
+    ax = chapter01.plot_layer_costs(lengths, costs, {"T = 160": 160}, title="work")
+    assert _labelled(ax) and ax.get_xscale() == ax.get_yscale() == "log"
+    assert list(ax.lines[1].get_ydata()) == [8.0, 8.0, 8.0]  # per token: flat
+    assert any(text.get_text() == "T = 160" for text in ax.texts)
+
+
 # ---------------------------------------------------------------------------------
 # Chapter 2
 

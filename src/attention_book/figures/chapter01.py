@@ -1,4 +1,4 @@
-"""Chapter 1's figures: tokens and outputs in the plane, saturation of the softmax, timings against T.
+"""Chapter 1's figures: the bottleneck experiment, tokens and outputs in the plane, saturation of the softmax, costs and timings against T.
 
 Presentation only: chapter 1 computes every number it plots in its own cells (the costs
 and timings come from :mod:`attention_book.analysis.cost`).
@@ -15,6 +15,8 @@ from matplotlib.patches import Polygon
 from ..analysis.formatting import to_numpy
 
 __all__ = [
+    "plot_bottleneck",
+    "plot_layer_costs",
     "plot_tokens_and_outputs",
     "plot_saturation",
     "plot_timings",
@@ -125,6 +127,58 @@ def plot_timings(lengths: Sequence[int], seconds: Sequence[float], ax=None, titl
     ax.minorticks_off()
     ax.grid(alpha=0.3, which="both")
     ax.legend()
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plot_bottleneck(lengths: Sequence[int], accuracy, chance: float, labels: Sequence[str], ax=None, title: str | None = None):
+    """Accuracy against the sequence length, one line per model: the mean over seeds and their range.
+
+    ``accuracy`` is (models, seeds, len(lengths)); ``labels`` names the models; a dotted
+    line marks ``chance`` (guessing one symbol at random).
+    """
+    values = to_numpy(accuracy)  # (models, seeds, lengths)
+    if values.ndim != 3 or values.shape[0] != len(labels) or values.shape[2] != len(lengths):
+        raise ValueError(f"accuracy must be (models={len(labels)}, seeds, lengths={len(lengths)}), but shape {values.shape} was given")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
+    for runs, label, (marker, colour) in zip(values, labels, (("o-", "#d62728"), ("s-", "#1f4e79"))):
+        ax.plot(lengths, runs.mean(axis=0), marker, color=colour, label=label)
+        ax.fill_between(lengths, runs.min(axis=0), runs.max(axis=0), color=colour, alpha=0.2, linewidth=0)
+    ax.axhline(chance, linestyle=":", color="grey", label=f"chance (1/{round(1 / chance)})")
+    ax.set_ylim(0, 1.02)
+    ax.set_xticks(lengths, [str(T) for T in lengths])
+    ax.set_xlabel("length of the sequence to copy (symbols)")
+    ax.set_ylabel("share of output symbols right")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plot_layer_costs(lengths: Sequence[int], costs: dict[str, Sequence[float]], crossovers: dict[str, float], ax=None, title: str | None = None):
+    """Multiply-adds per token of each layer against T, on log-log axes, with the crossovers marked.
+
+    ``costs`` maps a layer's name to its multiply-adds at each length (divided by T here, so
+    a layer whose work grows like T is flat); ``crossovers`` maps a label to the length
+    at which attention's line crosses another layer's (a dashed vertical line each).
+    """
+    lengths = np.asarray(lengths, dtype=float)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.2, 3.8), layout="constrained")
+    styles = ("-", "--", "-.", ":")
+    for index, (name, values) in enumerate(costs.items()):
+        per_token = np.asarray(values, dtype=float) / lengths
+        ax.loglog(lengths, per_token, styles[index % len(styles)], linewidth=2, label=name)
+    for label, T in crossovers.items():
+        ax.axvline(T, color="grey", linewidth=0.8, linestyle=(0, (4, 3)))
+        ax.annotate(label, (T, ax.get_ylim()[1]), xytext=(3, -3), textcoords="offset points", fontsize=8, va="top", rotation=90)
+    ax.set_xlabel("sequence length T (tokens)")
+    ax.set_ylabel("multiply-adds per token")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8, loc="lower right")
     if title:
         ax.set_title(title)
     return ax
