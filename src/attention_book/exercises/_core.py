@@ -486,6 +486,21 @@ def probe_tensor(got: Any, shape: tuple[int, ...] | torch.Size) -> torch.Tensor:
     return got.detach().to(torch.float64)
 
 
+def probe_from_check(check_case: Callable[..., None], *args: Any) -> Callable[[Any], str | None]:
+    """A probe from a checker's own case function ``check_case(answer, *args)`` that raises
+    :class:`ExerciseFailure` naming the property (for exercises whose checker already tests the
+    idea itself, such as a designed head or a chosen temperature): its message is the sentence."""
+
+    def probe(answer: Any) -> str | None:
+        try:
+            check_case(answer, *args)
+        except ExerciseFailure as failure:
+            return str(failure)
+        return None
+
+    return probe
+
+
 def probe_pair(got: Any) -> tuple[Any, Any]:
     """The two parts of an answer that returns a pair (e.g. (H, A)); otherwise :class:`Inconclusive`."""
     if not isinstance(got, (tuple, list)) or len(got) != 2:

@@ -106,8 +106,14 @@ def softmax_probe(weights_of: Callable, d: int = 4) -> Callable:
     return probe
 
 
-def _describe_divisors(d_small: int, D_small: float, d_large: int, D_large: float, sizes: dict[str, float]) -> str:
+def _describe_divisors(
+    d_small: int, D_small: float, d_large: int, D_large: float, sizes: dict[str, float], sizes_large: dict[str, float] | None = None
+) -> str:
     close = lambda a, b: abs(a - b) < 2e-3 * max(abs(b), 1e-9)  # noqa: E731
+    for name, value in sizes.items():  # another size of the inputs that grows with d_k (d_model, say)
+        large = (sizes_large or {}).get(name)
+        if large is not None and large != value and close(D_small, math.sqrt(value)) and close(D_large, math.sqrt(large)):
+            return f"that is sqrt({name}) = sqrt({value:g}) and sqrt({large:g}): divide by sqrt(d_k), the size of a query and key"
     if close(D_small, 1.0) and close(D_large, 1.0):
         return "the scores are not scaled at all: divide them by sqrt(d_k)"
     if close(D_small, float(d_small)) and close(D_large, float(d_large)):
@@ -139,7 +145,8 @@ def scale_probe(weights_of: Callable, sizes: Callable[[int], dict[str, float]] |
         if abs(D_small - math.sqrt(d_small)) < 2e-3 * math.sqrt(d_small) and abs(D_large - math.sqrt(d_large)) < 2e-3 * math.sqrt(d_large):
             return None
         known = {"T, the number of keys": 3, "the number of queries": 2, **(sizes(d_small) if sizes else {})}
-        named = _describe_divisors(d_small, D_small, d_large, D_large, known)
+        known_large = {"T, the number of keys": 3, "the number of queries": 2, **(sizes(d_large) if sizes else {})}
+        named = _describe_divisors(d_small, D_small, d_large, D_large, known, known_large)
         return (
             f"with the same dot products q.k = 0, 2, 4, your weights divide them by {D_small:.3g} when d_k = {d_small} "
             f"and by {D_large:.3g} when d_k = {d_large}, where the chapter divides by sqrt(d_k) = {math.sqrt(d_small):g} "

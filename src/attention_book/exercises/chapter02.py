@@ -26,13 +26,20 @@ from ._core import (
     SCALED_BY_SQRT_T,
     ExerciseFailure,
     Mistake,
+    Property,
+    add_properties,
     call,
     diagnose,
     diagnose_weights,
+    name_sizes,
+    probe_from_check,
+    probe_pair,
+    probe_tensor,
     random_generator,
     register,
     require_tensor_like,
 )
+from ._probes import _randn, attention_properties, values_probe
 
 # ---------------------------------------------------------------------------------
 # 2.1 One attention head, for self- and cross-attention
@@ -207,6 +214,7 @@ def _head_case(generator, T_q, T_k, d_model, d_k, d_v, self_attention=False):
 
 def _run_head_case(answer, args, where: str) -> None:
     x_query, x_memory, *matrices = args
+    name_sizes(T_q=x_query.shape[0], T_k=x_memory.shape[0], d_model=x_query.shape[1], d_k=matrices[1].shape[1], d_v=matrices[2].shape[1])
     if x_query is x_memory:
         shared = x_query.clone()
         given = (shared, shared, *(W.clone() for W in matrices))  # self-attention: one tensor in both roles
@@ -325,7 +333,7 @@ def _check_design_keys(answer) -> None:
         direction = torch.randn(d_k, generator=generator)
         query = direction / direction.norm() * (1.0 + 4.0 * float(torch.rand((), generator=generator)))  # |q| in [1, 5]
         keys = call(answer, query.clone(), share)
-        keys = require_tensor_like(keys, torch.zeros(3, d_k), f"your keys (for a query of size d_k={d_k})")
+        keys = require_tensor_like(keys, torch.zeros(3, d_k), f"your keys (for a query of size d_k={d_k})", axes=("key", "feature"))
         if not torch.isfinite(keys).all():
             raise ExerciseFailure("your keys contain nan or inf: keep every number finite")
         what = f"the weight vector your keys give the query (for share={share:.2f}, d_k={d_k})"
@@ -543,5 +551,134 @@ register(
         Mistake("scores not scaled up", _previous_token_unscaled, "scale your scores up"),
         Mistake("a scale that does not grow with T", _previous_token_fixed_strength, "must grow with T"),
         Mistake("content not zeroed", _previous_token_content_leaks, "the content changes where it looks"),
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------
+# Properties (see _core's docstring): what an answer breaks, probed one idea at a time.
+
+_EXTRA = 3  # d_model = d_k + 3 in the probes, so that sqrt(d_model) is not sqrt(d_k)
+
+
+def _head_inputs(Q: torch.Tensor, K: torch.Tensor, d_v: int = 2):
+    """Tokens and matrices whose projections are Q and K exactly: x = [Q, 0], W_Q = W_K = [I; 0]."""
+    d = Q.shape[1]
+    pad = lambda X: torch.cat([X, torch.zeros(X.shape[0], _EXTRA)], dim=1)  # noqa: E731
+    W = torch.cat([torch.eye(d), torch.zeros(_EXTRA, d)], dim=0)  # (d_model, d_k)
+    W_V = _randn(51, d + _EXTRA, d_v)
+    return pad(Q), pad(K), W.clone(), W.clone(), W_V
+
+
+def _head_weights_of(answer, Q, K):
+    x_query, x_memory, W_Q, W_K, W_V = _head_inputs(Q, K)
+    H, A = probe_pair(answer(x_query, x_memory, W_Q, W_K, W_V))
+    return probe_tensor(A, (Q.shape[0], K.shape[0]))
+
+
+def _head_output(answer, Q, K, V):
+    x_query, x_memory, W_Q, W_K, W_V = _head_inputs(Q, K)
+    H, A = probe_pair(answer(x_query, x_memory, W_Q, W_K, W_V))
+    A = probe_tensor(A, (Q.shape[0], K.shape[0]))
+    return probe_tensor(H, (Q.shape[0], W_V.shape[1])), A, (x_memory @ W_V).double()
+
+
+def _memory_probe(answer):
+    """Keys and values come from x_memory: with the query tokens changed, each query's weights follow its own
+    tokens, and the weights do not depend on W_V."""
+    Q, K = _randn(52, 3, 4), _randn(53, 5, 4)
+    x_query, x_memory, W_Q, W_K, W_V = _head_inputs(Q, K)
+    H, A = probe_pair(answer(x_query, x_memory, W_Q, W_K, W_V))
+    A = probe_tensor(A, (3, 5))
+    _, A_other_values = probe_pair(answer(x_query, x_memory, W_Q, W_K, 2.0 * W_V + 1.0))
+    if not torch.allclose(probe_tensor(A_other_values, (3, 5)), A, atol=1e-6):
+        return "changing W_V changed the weights: the weights come from the queries (x_query W_Q) and keys (x_memory W_K) alone; W_V only makes the values"
+    H = probe_tensor(H, (3, W_V.shape[1]))
+    if torch.allclose(H, A @ x_memory.double(), atol=1e-5):
+        return "your output averages the raw tokens x_memory: project the values first, V = x_memory W_V, then H = A V"
+    return None
+
+
+add_properties(
+    "2.1",
+    [
+        *attention_properties(_head_weights_of, sizes=lambda d: {"d_model": d + _EXTRA}),
+        Property("the values (the weights do not depend on W_V; H = A V with V = x_memory W_V)", _memory_probe),
+        Property("the output H = A V (each output row averages the VALUE rows with that query's weights)", values_probe(_head_output, keys_like_values=False)),
+    ],
+)
+
+
+def _blend_probe(answer):
+    for norm in (2.5, 1.0):  # |q| = 1 alone would hide a key divided by |q| instead of |q|^2
+        sentence = _blend_sentence(answer, norm)
+        if sentence:
+            return sentence
+    return None
+
+
+def _blend_sentence(answer, norm: float):
+    query = _randn(54, 5)
+    query = norm * query / query.norm()
+    share = 0.25
+    keys = probe_tensor(answer(query.clone(), share), (3, 5))
+    q = query.double()
+    raw = keys @ q
+    weights = torch.softmax(raw / math.sqrt(5), dim=0)
+    target = torch.tensor([share, 1 - share, 0.0], dtype=torch.float64)
+    if torch.allclose(weights, target, atol=1e-3):
+        return None
+    shown = "(" + ", ".join(f"{float(w):.3f}" for w in weights) + ")"
+    where = f"for share = 0.25 and a query of length |q| = {norm:g}, your keys give the weights {shown}"
+    log_odds = math.log(share / (1 - share))
+    if weights[2] > 1e-3 and torch.allclose(weights[:2] / weights[:2].sum(), target[:2], atol=1e-3):
+        return f"{where}: the third key still takes {float(weights[2]):.3f}; give it a score far below the other two"
+    if abs(float(raw[0] - raw[1]) - log_odds) < 1e-3:
+        return (
+            f"{where}: their dot products with the query differ by log(share / (1 - share)) = {log_odds:.3f}, but the "
+            "scores are these divided by sqrt(d_k) = sqrt(5) before the softmax: multiply the keys by sqrt(d_k)"
+        )
+    if torch.allclose(weights, target[[1, 0, 2]], atol=1e-3):
+        return f"{where}: the shares are swapped; the FIRST key gets the weight share"
+    return (
+        f"{where}, not (0.250, 0.750, 0.000): the softmax makes weights proportional to exp(score), so the two scaled "
+        "scores q.k / sqrt(d_k) must differ by log(share / (1 - share)) whatever the length of q, and the third be far below both"
+    )
+
+
+add_properties("2.2", [Property("the blend (weights share, 1 - share and about 0 for the query)", _blend_probe)])
+
+
+def _previous_token_alone(answer):
+    return probe_from_check(_previous_token_case, 8, 0, torch.Generator().manual_seed(0))(answer)
+
+
+def _previous_token_with_content(answer):
+    return probe_from_check(_previous_token_case, 8, 3, torch.Generator().manual_seed(0))(answer)
+
+
+def _previous_token_long(answer):
+    return probe_from_check(_previous_token_case, 64, 2, torch.Generator().manual_seed(0))(answer)
+
+
+def _previous_token_shapes(answer):
+    result = answer(8, 2)
+    W_Q, W_K = probe_pair(result)
+    for name, W in (("W_Q", W_Q), ("W_K", W_K)):
+        if isinstance(W, torch.Tensor) and (W.dim() != 2 or W.shape[0] != 10):
+            return (
+                f"for T = 8 and d_content = 2, {name} has shape {tuple(W.shape)}, but it multiplies tokens of T + d_content = 10 "
+                "features from the right (x W), so it needs one ROW per feature: shape (10, d_k)"
+            )
+    return None
+
+
+add_properties(
+    "2.3",
+    [
+        Property("the shapes (W_Q and W_K have one row per feature of a token)", _previous_token_shapes),
+        Property("the previous token (position i puts at least 0.9 on i - 1; T = 8, positions only)", _previous_token_alone),
+        Property("content ignored (random content must not move where it looks)", _previous_token_with_content),
+        Property("a long sequence (T = 64: the score gap must grow with T)", _previous_token_long),
     ],
 )
