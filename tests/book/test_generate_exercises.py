@@ -189,10 +189,12 @@ def test_the_exercise_notebook_of_a_chapter():
     notebook = generate.exercise_notebook(chapter, "notebooks/03_x.ipynb", "notebooks/exercises/03_x.ipynb")
     cells = notebook.cells
     assert chapter.cells[4].source.endswith("return x\n# END SOLUTION")  # the chapter is untouched
-    # header: marked as the exercise version, one badge pointing at itself, image one folder up
+    # header: marked as the exercise version, one badge pointing at itself, its image by absolute URL
+    # (student notebooks are portable markdown: tools/colab_edition.py)
+    raw = generate.colab_edition.book().raw
     assert cells[0].source == (
         "# 3. A chapter: exercises\n\n"
-        "[![Open In Colab](../../img/colab-badge.svg)](https://colab.research.google.com/github/o/r/blob/main/notebooks/exercises/03_x.ipynb)"
+        f"[![Open In Colab]({raw}img/colab-badge.svg)](https://colab.research.google.com/github/o/r/blob/main/notebooks/exercises/03_x.ipynb)"
     )
     # banner right after the setup cell
     assert cells[2].metadata["tags"] == ["exercise-banner"] and cells[2].cell_type == "markdown"

@@ -52,7 +52,8 @@ def test_chapter_header_links_the_chapter_and_its_exercises_in_colab_with_a_loca
     assert header.metadata["tags"] == ["chapter-header"]
     assert header.source.startswith("# 3. Soft, hard and sparse\n\n")
     colab = "https://colab.research.google.com/github/attention-book/attention-book/blob/main"
-    assert f"[![Open In Colab](../img/colab-badge.svg)]({colab}/notebooks/03_soft_vs_hard.ipynb)" in header.source
+    # the badge opens the chapter's Colab edition (portable markdown), not the MyST source
+    assert f"[![Open In Colab](../img/colab-badge.svg)]({colab}/notebooks/colab/03_soft_vs_hard.ipynb)" in header.source
     assert f"[Do the exercises in Colab]({colab}/notebooks/exercises/03_soft_vs_hard.ipynb)" in header.source
     assert (ROOT / "notebooks" / "../img/colab-badge.svg").resolve().is_file()
 
@@ -60,10 +61,11 @@ def test_chapter_header_links_the_chapter_and_its_exercises_in_colab_with_a_loca
 def test_exercise_header_links_itself_and_reaches_the_badge_from_its_folder():
     path = Path("notebooks/exercises/03_soft_vs_hard.ipynb")
     header = sync_headers.synced(_notebook("# 3. Soft, hard and sparse: exercises"), path, URL, BRANCH).cells[0]
-    assert "(../../img/colab-badge.svg)" in header.source
+    # a student notebook is opened only in Colab or Jupyter: the badge's image by its absolute URL
+    assert "(https://raw.githubusercontent.com/attention-book/attention-book/main/img/colab-badge.svg)" in header.source
     assert header.source.count("colab.research.google.com") == 1
     assert "blob/main/notebooks/exercises/03_soft_vs_hard.ipynb" in header.source
-    assert (ROOT / "notebooks" / "exercises" / "../../img/colab-badge.svg").resolve().is_file()
+    assert (ROOT / "img" / "colab-badge.svg").is_file()
 
 
 def test_sync_keeps_title_and_body_inserts_missing_cells_and_is_idempotent():
@@ -93,7 +95,7 @@ def test_headers_follow_the_repository_in_config_yml(tmp_path):
     url, branch = sync_headers.repository(tmp_path / "_config.yml")
     path = Path("notebooks/01_attention_math.ipynb")
     notebook = sync_headers.synced(_notebook(), path, url, branch)
-    assert "colab.research.google.com/github/someone/fork/blob/teaching/notebooks/01_attention_math.ipynb" in notebook.cells[0].source
+    assert "colab.research.google.com/github/someone/fork/blob/teaching/notebooks/colab/01_attention_math.ipynb" in notebook.cells[0].source
     assert '"git+https://github.com/someone/fork@teaching"' in notebook.cells[1].source
 
 
