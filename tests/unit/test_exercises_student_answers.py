@@ -522,7 +522,9 @@ def _(scores, target=0.9):
     return _bisect(lambda b: torch.softmax(b * scores, 0).max().item(), target, 1e-2)
 
 
-@wrong("3.3", "returns the midpoint, a little too small", r"smallest|top weight|target|below")
+# Written as a wrong answer, but after 60 halvings the lower end differs from the upper by about 1e-18 of
+# beta: its top weight misses the target by rounding only, so it is right in every digit that matters.
+@correct("3.3", "lower end after 60 halvings")
 def _(scores, target=0.9):
     scores = scores.double()
     if (scores == scores.max()).sum() > 1:
@@ -546,6 +548,17 @@ def _(scores, target=0.9):
     if s[0] == s[1]:
         return None
     return math.log(target * (len(s) - 1) / (1 - target)) / (s[0] - s[1])
+
+
+@wrong("3.3", "doubling until the target is reached", r"smallest|finely|bisection")
+def _(scores, target=0.9):
+    scores = scores.double()
+    if (scores == scores.max()).sum() > 1:
+        return None
+    beta = 0.01
+    while torch.softmax(beta * scores, 0).max().item() < target:
+        beta *= 2
+    return beta
 
 
 @correct("3.3", "scipy-free bisection on the log")

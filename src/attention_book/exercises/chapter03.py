@@ -21,7 +21,20 @@ import torch
 
 from ..attention import softmax
 from ..soft_hard import hardmax, sparsemax
-from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register, require_tensor_like
+from ._core import (
+    ExerciseFailure,
+    Inconclusive,
+    Mistake,
+    Property,
+    add_properties,
+    call,
+    diagnose,
+    probe_from_check,
+    probe_tensor,
+    random_generator,
+    register,
+    require_tensor_like,
+)
 
 # ---------------------------------------------------------------------------------
 # 3.1 Hardmax with ties
@@ -491,5 +504,163 @@ register(
         Mistake("lower end of the interval", _beta_lower_end, "just below the target"),
         Mistake("a coarse grid of betas", _beta_on_a_grid, "not the smallest that does"),
         Mistake("ties not handled", _beta_ignoring_ties, "the two largest scores are tied"),
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------
+# Properties (see _core's docstring): what an answer breaks, probed one idea at a time.
+
+# Four rows at different levels, each with one largest score (row 3's maximum is the largest overall).
+_HARDMAX_ROWS = torch.tensor(
+    [[0.5, -1.0, 2.0, 0.0, 1.0, -0.5], [-3.0, -2.5, -4.0, -2.0, -3.5, -5.0], [1.0, 0.0, 0.2, 0.4, 0.1, 0.3], [9.0, 3.0, 8.5, 1.0, 2.0, 4.0]]
+)
+
+
+def _hardmax_one_hot(answer):
+    scores = _HARDMAX_ROWS.clone()
+    got = probe_tensor(answer(scores.clone()), tuple(scores.shape))
+    for row in range(scores.shape[0]):
+        top = int(scores[row].argmax())
+        weights = got[row]
+        if float(weights.abs().sum()) == 0.0:
+            return (
+                f"row {row} (scores {scores[row].tolist()}) got no weight at all: every row has its own maximum, so take "
+                "the maximum along the last axis (amax(dim=-1, keepdim=True)), not of the whole tensor"
+            )
+        others = torch.cat([weights[:top], weights[top + 1 :]])
+        if (others != 0).any():
+            j = int((weights != 0).logical_and(torch.arange(len(weights)) != top).nonzero()[0])
+            return (
+                f"row {row} gives weight {float(weights[j]):.3g} to its score {float(scores[row, j]):g}, which is not the "
+                f"row's maximum {float(scores[row, top]):g}: hardmax gives exactly 0 to every other key (a softmax, "
+                "however sharp, does not)"
+            )
+        if abs(float(weights[top]) - 1.0) > 1e-6:
+            return (
+                f"the maximum of row {row} got weight {float(weights[top]):.3g}, not 1: with one largest score, all the "
+                "weight goes to it: each row's weights sum to 1"
+            )
+    return None
+
+
+def _hardmax_ties(answer):
+    scores = torch.tensor([[1.0, 3.0, 0.0, 3.0, 2.0], [2.0, 2.0, -1.0, 2.0, 0.5]])
+    got = probe_tensor(answer(scores.clone()), (2, 5))
+    for row, m in ((0, 2), (1, 3)):
+        tied = scores[row] == scores[row].max()
+        if not torch.allclose(got[row][tied], torch.full((m,), 1.0 / m, dtype=torch.float64), atol=1e-6):
+            return (
+                f"row {row} has m = {m} tied maxima (scores {scores[row].tolist()}); they got {[round(float(w), 3) for w in got[row][tied]]} "
+                f"but must share the weight equally, 1/m = {1 / m:.3g} each (so the row still sums to 1)"
+            )
+    return None
+
+
+add_properties(
+    "3.1",
+    [
+        Property("one-hot on each row's maximum (exactly 0 elsewhere, 1 on the maximum)", _hardmax_one_hot),
+        Property("ties share (m tied maxima get 1/m each)", _hardmax_ties),
+    ],
+)
+
+_CHAPTER_SCORES = torch.tensor([0.2, 1.9, 1.5, -0.4, 0.9])
+
+
+def _sparsemax_sums_to_one(answer):
+    for scores in (_CHAPTER_SCORES, torch.tensor([0.3, 0.1, 0.2, 0.25, -0.1, 0.15])):
+        got = probe_tensor(answer(scores.clone()), tuple(scores.shape))
+        if abs(float(got.sum()) - 1.0) > 1e-5:
+            return (
+                f"for the scores {_short(scores)} your weights {[round(float(w), 3) for w in got]} sum to {float(got.sum()):.4g}, "
+                "not 1: the threshold theta is chosen so that the weights max(z - theta, 0) sum to 1"
+            )
+    return None
+
+
+def _sparsemax_one_threshold(answer):
+    for scores in (_CHAPTER_SCORES, torch.tensor([0.3, 0.1, 0.2, 0.25, -0.1, 0.15])):
+        got = probe_tensor(answer(scores.clone()), tuple(scores.shape))
+        z = scores.double()
+        if (got < 0).any():
+            return f"for the scores {_short(scores)} a weight is negative ({float(got.min()):.3g}): sparsemax clamps z - theta at 0"
+        support = got > 0
+        if not support.any():
+            raise Inconclusive("all zero")
+        thetas = z[support] - got[support]
+        theta = float(thetas.mean())
+        if float(thetas.max() - thetas.min()) > 1e-5:
+            return (
+                f"for the scores {_short(scores)} your nonzero weights are not the scores minus ONE threshold: z - w gives "
+                f"{[round(float(t), 3) for t in thetas]}; sparsemax subtracts the same theta from every score and clamps at 0"
+            )
+        above = (~support) & (z > theta + 1e-6)
+        if above.any():
+            j = int(above.nonzero()[0])
+            return (
+                f"for the scores {_short(scores)} the score {float(z[j]):g} is above your threshold theta = {theta:.3g} "
+                "but got weight 0: every score above theta gets z - theta (find the support with the test 1 + k z_(k) > z_(1) + ... + z_(k))"
+            )
+    return None
+
+
+def _sparsemax_gradient(answer):
+    scores = _CHAPTER_SCORES.clone().requires_grad_(True)
+    got = answer(scores)
+    if not isinstance(got, torch.Tensor) or got.shape != scores.shape or got.grad_fn is None:
+        raise Inconclusive("the checker names a missing graph")
+    upstream = torch.tensor([1.0, -2.0, 0.5, 3.0, -1.0])
+    (gradient,) = torch.autograd.grad((got * upstream).sum(), scores, allow_unused=True)
+    reference = sparsemax(scores)
+    (expected,) = torch.autograd.grad((reference * upstream).sum(), scores)
+    if gradient is not None and torch.allclose(gradient, expected, atol=1e-5):
+        return None
+    return (
+        f"for the chapter's scores and an upstream gradient {upstream.tolist()}, autograd gives {None if gradient is None else [round(float(g), 3) for g in gradient]} "
+        f"where sparsemax's gradient is {[round(float(g), 3) for g in expected]}: the threshold theta depends on the scores, so "
+        "compute it from the scores tensor itself (no .item(), float(), .detach() or a detached sorted copy)"
+    )
+
+
+add_properties(
+    "3.2",
+    [
+        Property("the weights sum to 1", _sparsemax_sums_to_one),
+        Property("one threshold (w = max(z - theta, 0) with the same theta for every score)", _sparsemax_one_threshold),
+        Property("the gradient (theta depends on the scores, and autograd must see it)", _sparsemax_gradient),
+    ],
+)
+
+_BETA_SCORES = torch.tensor([0.2, 1.9, 1.5, -0.4, 0.9], dtype=torch.float64)
+
+def _beta_target_is_used(answer):
+    betas = [_as_number(answer(_BETA_SCORES.clone(), target), _BETA_SCORES, target) for target in (0.75, 0.97)]
+    if None not in betas and abs(betas[0] - betas[1]) <= 1e-9 * max(abs(betas[1]), 1.0):
+        return (
+            f"for the scores {_short(_BETA_SCORES)} you return beta = {betas[0]:.4g} both for target 0.75 and for target 0.97: "
+            "a higher target needs a larger beta, so search with the target you are given"
+        )
+    return None
+
+
+def _beta_smallest(answer):
+    for target in (0.9, 0.75, 0.97):
+        sentence = probe_from_check(_check_beta_case, _BETA_SCORES, target)(answer)
+        if sentence:
+            return sentence
+    return None
+
+
+add_properties(
+    "3.3",
+    [
+        Property("the target is an argument (a higher target needs a larger beta)", _beta_target_is_used),
+        Property("the smallest beta that reaches the target (within 0.1%)", _beta_smallest),
+        Property(
+            "ties at the maximum (None: the top weight never passes 1/m), and only there",
+            lambda answer: probe_from_check(_check_beta_case, torch.tensor([2.0, 0.5, 2.0, 1.0], dtype=torch.float64), 0.9)(answer)
+            or probe_from_check(_check_beta_case, torch.tensor([3.0, 1.0, 1.0, 0.0], dtype=torch.float64), 0.9)(answer),
+        ),
     ],
 )
