@@ -21,7 +21,9 @@ module             what it holds                                           chapt
 ``soft_hard``      hardmax, sparsemax, entropy, top-k                      3
 ``multihead``      split/merge heads, MultiHeadAttention                   4
 ``positional``     sinusoidal, learned and rotary position encodings       5
-``transformer``    residual block, layers, stacks, models, decoding        4-7
+``layers``         residual block, MLP, encoder/decoder layers, the stack  4-7
+``transformer``    encoder, decoder, KV cache, the models built from them  4-7
+``decoding``       greedy decoding, beam search, sequence scores           6
 ``pretrained``     all-MiniLM-L6-v2 loaded into our Encoder (checksummed)  7
 ``data``           every toy task; reviews; word pieces; batches           2, 4-7
 ``training``       fit/evaluate, losses and metrics, transfer recipes      2-7
@@ -35,13 +37,13 @@ module             what it holds                                           chapt
 
 from .analysis.plotting import ATTENTION_CMAP, heatmap, plot_attention, plot_attention_grid
 from .attention import attention_scores, causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from .data.numbers import CharacterCorpus
 from .data.tasks import (
     BOS,
     EOS,
     IGNORE,
     PAD,
     AssociativeRecall,
-    CharacterCorpus,
     SequenceTask,
     ToyReviews,
     TwoRelationTask,
@@ -74,18 +76,16 @@ from .training import (
     token_accuracy,
     token_loss,
 )
+from .decoding import greedy_decode
+from .layers import DecoderLayer, EncoderLayer, FeedForward
 from .transformer import (
     Decoder,
     DecoderCache,
-    DecoderLayer,
     Encoder,
     EncoderClassifier,
     EncoderDecoder,
-    EncoderLayer,
-    FeedForward,
     LanguageModel,
     TokenClassifier,
-    greedy_decode,
     mean_pool,
 )
 

@@ -108,10 +108,15 @@ def _check_tokens(x: torch.Tensor, d_model: int, max_len: int, offset: int = 0) 
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Adds the fixed sinusoidal table to (batch, T, d_model) embeddings; no parameters."""
+    """Adds the fixed sinusoidal table to (batch, T, d_model) embeddings; no parameters.
 
-    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0, base: float = 10000.0):
+    Takes ``(max_len, d_model)`` in the order :class:`LearnedPositionalEncoding` does.
+    """
+
+    def __init__(self, max_len: int, d_model: int, *, dropout: float = 0.0, base: float = 10000.0):
         super().__init__()
+        require_count(max_len, "max_len")
+        require_count(d_model, "d_model")
         self.d_model, self.max_len = d_model, max_len
         self.register_buffer("table", sinusoidal_encoding(max_len, d_model, base), persistent=False)
         self.dropout = nn.Dropout(dropout)
@@ -131,7 +136,7 @@ class LearnedPositionalEncoding(nn.Module):
     no position signal (chapter 5 measures what that does to longer sequences).
     """
 
-    def __init__(self, max_len: int, d_model: int, dropout: float = 0.0):
+    def __init__(self, max_len: int, d_model: int, *, dropout: float = 0.0):
         super().__init__()
         require_count(max_len, "max_len")
         require_count(d_model, "d_model")

@@ -6,7 +6,7 @@ become the edges of an import graph. The floors (see attention_book/__init__.py)
 
 0. foundations: ``_validation``, ``_files``, ``modes``, ``device``;
 1. model code: ``attention``, ``key_value``, ``recall``, ``soft_hard``, ``multihead``,
-   ``positional``, ``transformer``, ``pretrained``;
+   ``positional``, ``layers``, ``transformer``, ``decoding``, ``pretrained``;
 2. ``data.*`` and ``training.*``;
 3. ``analysis.*`` and ``figures.*``;
 4. ``widgets.*`` and ``exercises.*``.
@@ -42,7 +42,7 @@ PACKAGE = "attention_book"
 FLOOR_OF = {
     "_validation": 0, "_files": 0, "modes": 0, "device": 0,
     "attention": 1, "key_value": 1, "recall": 1, "soft_hard": 1, "multihead": 1, "positional": 1,
-    "transformer": 1, "pretrained": 1,
+    "layers": 1, "transformer": 1, "decoding": 1, "pretrained": 1,
     "data": 2, "training": 2,
     "analysis": 3, "figures": 3,
     "widgets": 4, "exercises": 4,

@@ -12,7 +12,8 @@ from torch.utils.data import DataLoader
 
 import attention_book as ab
 from attention_book.analysis.baselines import best_invariant_accuracy
-from attention_book.data.tasks import ALPHABET, IGNORE, is_number_name, number_words, sample_lines, word_encoder
+from attention_book.data.numbers import ALPHABET, is_number_name, number_words, sample_lines
+from attention_book.data.tasks import IGNORE, word_encoder
 from attention_book.transformer import LanguageModel
 
 

@@ -101,7 +101,7 @@ def test_dot_product_of_positions_depends_only_on_their_distance():
         (lambda: ab.apply_rotary(torch.randn(3, 5)), "d must be even"),
         (lambda: ab.apply_rotary(torch.ones(3, 4, dtype=torch.long)), "floating-point"),
         (lambda: ab.rotate_half(torch.randn(3, 5)), "must be even"),
-        (lambda: ab.SinusoidalPositionalEncoding(8, max_len=4)(torch.randn(1, 6, 8)), r"6 tokens .* max_len=4"),
+        (lambda: ab.SinusoidalPositionalEncoding(max_len=4, d_model=8)(torch.randn(1, 6, 8)), r"6 tokens .* max_len=4"),
     ],
 )
 def test_bad_input_raises_a_value_error_that_says_what_was_expected(make, words):
@@ -118,7 +118,7 @@ def test_learned_positions_know_only_max_len_positions_and_add_one_vector_per_po
 
 
 def test_sinusoidal_module_adds_the_table_with_the_chosen_base():
-    layer = ab.SinusoidalPositionalEncoding(8, max_len=10, base=100.0)
+    layer = ab.SinusoidalPositionalEncoding(max_len=10, d_model=8, base=100.0)
     torch.testing.assert_close(layer(torch.zeros(1, 10, 8))[0], ab.sinusoidal_encoding(10, 8, base=100.0))
 
 

@@ -1,4 +1,4 @@
-"""attention_book.transformer (chapters 4-7): the residual block, layers, stacks and the models built from them.
+"""attention_book.layers, .transformer and .decoding (chapters 4-7): the residual block, layers, stacks, models, decoding.
 
 Layers compute exactly what PyTorch's own modules compute; the one layer loop
 (``run_stack`` / ``Encoder.run_layers``) equals running the layers by hand; the models
@@ -15,15 +15,9 @@ from torch.utils.data import DataLoader
 
 import attention_book as ab
 from attention_book.analysis.heads import relation_accuracy
-from attention_book.transformer import (
-    LanguageModel,
-    beam_search,
-    key_padding_mask,
-    mean_pool,
-    residual,
-    run_stack,
-    sequence_log_prob,
-)
+from attention_book.decoding import beam_search, sequence_log_prob
+from attention_book.layers import key_padding_mask, residual, run_stack
+from attention_book.transformer import LanguageModel, mean_pool
 
 DEVICE = ab.default_device()
 TOLERANCE = dict(atol=1e-5, rtol=1e-5)
@@ -45,7 +39,7 @@ def test_residual_is_post_norm_or_pre_norm_as_asked(norm_first):
         norm.weight.uniform_(0.5, 1.5)
         norm.bias.uniform_(-0.5, 0.5)
     x = torch.randn(2, 3, 8)
-    out = residual(x, sublayer, norm, nn.Dropout(0.0), norm_first)
+    out = residual(x, sublayer, norm=norm, dropout=nn.Dropout(0.0), norm_first=norm_first)
     post, pre = norm(x + sublayer(x)), x + sublayer(norm(x))
     torch.testing.assert_close(out, pre if norm_first else post)
     assert not torch.allclose(pre, post)  # the two formulas really differ here
@@ -54,8 +48,8 @@ def test_residual_is_post_norm_or_pre_norm_as_asked(norm_first):
 def test_residual_applies_dropout_to_the_sublayer_only():
     x = torch.randn(4, 5, 8)
     dropout = nn.Dropout(1.0).train()  # drops every sublayer output
-    torch.testing.assert_close(residual(x, lambda h: h * 3, nn.Identity(), dropout, norm_first=True), x)
-    torch.testing.assert_close(residual(x, lambda h: h * 3, nn.LayerNorm(8), dropout, norm_first=False), nn.LayerNorm(8)(x))
+    torch.testing.assert_close(residual(x, lambda h: h * 3, norm=nn.Identity(), dropout=dropout, norm_first=True), x)
+    torch.testing.assert_close(residual(x, lambda h: h * 3, norm=nn.LayerNorm(8), dropout=dropout, norm_first=False), nn.LayerNorm(8)(x))
 
 
 # ---------------------------------------------------------------------------------
@@ -452,7 +446,7 @@ def test_attention_to_kept_keys_and_values_equals_the_forward_pass():
 
 def test_positional_encodings_take_an_offset():
     x = torch.zeros(1, 3, 8)
-    for encoding in (ab.SinusoidalPositionalEncoding(8, 10), ab.LearnedPositionalEncoding(10, 8)):
+    for encoding in (ab.SinusoidalPositionalEncoding(10, 8), ab.LearnedPositionalEncoding(10, 8)):
         whole = encoding(torch.zeros(1, 10, 8))
         torch.testing.assert_close(encoding(x, offset=4), whole[:, 4:7])
         with pytest.raises(ValueError, match="positions 8 to 10 .* max_len=10"):

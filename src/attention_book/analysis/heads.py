@@ -29,7 +29,8 @@ from ..data.tasks import BOS, EOS, IGNORE, PAD, AssociativeRecall, TwoRelationTa
 from ..modes import evaluating
 from ..pretrained import PretrainedEncoder
 from ..recall import RecallModel
-from ..transformer import EncoderDecoder, greedy_decode
+from ..decoding import greedy_decode
+from ..transformer import EncoderDecoder
 
 __all__ = [
     "attention_maps",

@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 from ..attention import causal_mask
+from ..layers import DecoderLayer
 from ..multihead import MultiHeadAttention
-from ..transformer import DecoderLayer, LanguageModel
+from ..transformer import LanguageModel
 from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register, require_tensor_like
 
 # ---------------------------------------------------------------------------------

@@ -147,15 +147,7 @@ def fit(
     - **device**: the device of the model's first parameter, unless ``device`` is given.
     - **progress**: a tqdm progress bar with the running loss (``progress=False`` hides it).
     """
-    require_count(epochs, "epochs")
-    if max_steps is not None:
-        require_count(max_steps, "max_steps")
-    if (target is not None or valid_loader is not None) and (valid_loader is None or metric_fn is None):
-        raise ValueError("a validation target needs both valid_loader and metric_fn")
-    if schedule not in (None, "linear"):
-        raise ValueError(f"schedule must be None or 'linear', but {schedule!r} was given")
-    if not 0.0 <= warmup_fraction < 1.0:
-        raise ValueError(f"warmup_fraction must lie in [0, 1), but {warmup_fraction!r} was given")
+    _check_stopping(epochs=epochs, max_steps=max_steps, target=target, valid_loader=valid_loader, metric_fn=metric_fn)
     if optimizer is not None and (lr != 1e-3 or weight_decay != 0.0):
         raise ValueError("give either an optimizer or lr/weight_decay for fit's own Adam, not both")
     device = torch.device(device) if device is not None else next(model.parameters()).device
@@ -166,62 +158,81 @@ def fit(
     base_rates = [group["lr"] for group in optimizer.param_groups]
     history = History()
     start = time.perf_counter()
-    total = epochs * len(train_loader) if hasattr(train_loader, "__len__") else None
-    if max_steps is not None and total is not None:
-        total = min(total, max_steps)
-    planned = total if total is not None else max_steps
-    if schedule is not None and not planned:
-        raise ValueError("a learning-rate schedule needs to know the number of steps: give max_steps or a loader with a length")
-    rate = _schedule(schedule, planned or 0, warmup_fraction)
+    total, planned = _planned_steps(train_loader, epochs, max_steps)
+    rate = _schedule(schedule, planned, warmup_fraction)
     bar = tqdm(total=total, desc=description, disable=not progress, leave=True)
-    done = False
     for epoch in range(epochs):
         model.train()
         for batch in train_loader:
             batch = move_batch(batch, device)
-            factor = rate(history.steps)
             for group, base in zip(optimizer.param_groups, base_rates):
-                group["lr"] = base * factor
-            history.learning_rate.append(optimizer.param_groups[0]["lr"])
-            loss = loss_fn(model, batch)
-            optimizer.zero_grad()
-            loss.backward()
-            parameters = [p for p in model.parameters() if p.grad is not None]
-            if clip_norm is not None:
-                norm = nn.utils.clip_grad_norm_(parameters, clip_norm)  # the norm before clipping
-            else:
-                norm = nn.utils.get_total_norm([p.grad for p in parameters])
-            history.gradient_norm.append(float(norm))
-            optimizer.step()
-            value = loss.item()
-            history.step_loss.append(value)
-            history.steps += 1
-            history.examples_seen += len(next(iter(batch.values())))
-            if "padding_mask" in batch:
-                history.tokens_seen += int(batch["padding_mask"].sum())
+                group["lr"] = base * rate(history.steps)
+            value = _train_step(model, batch, loss_fn=loss_fn, optimizer=optimizer, clip_norm=clip_norm, history=history)
             if on_step is not None:
                 on_step(history.steps, batch, value)
             bar.update(1)
             bar.set_postfix(loss=f"{value:.3f}")
             if max_steps is not None and history.steps >= max_steps:
-                done = True
+                history.stopped = f"{history.steps} steps done"
                 break
         if valid_loader is not None:
-            score = evaluate(model, valid_loader, metric_fn, device)
-            history.epoch.append(epoch + 1)
-            history.valid_metric.append(score)
-            bar.set_postfix(loss=f"{history.step_loss[-1]:.3f}", valid=f"{score:.3f}")
-            if target is not None and score >= target:
-                history.stopped = f"target reached: validation {score:.3f} >= {target} after epoch {epoch + 1}"
-                done = True
-        if done:
+            _validate(model, valid_loader, metric_fn=metric_fn, device=device, epoch=epoch, target=target, history=history)
+            bar.set_postfix(loss=f"{history.step_loss[-1]:.3f}", valid=f"{history.valid_metric[-1]:.3f}")
+        if history.stopped:
             break
-    if not history.stopped:
-        history.stopped = f"{history.steps} steps done" if max_steps is not None and history.steps >= max_steps else f"{epochs} epochs done"
+    history.stopped = history.stopped or f"{epochs} epochs done"
     _finish(bar, history.stopped)
     model.eval()
     history.seconds = time.perf_counter() - start
     return history
+
+
+def _check_stopping(*, epochs: int, max_steps: int | None, target, valid_loader, metric_fn) -> None:
+    """Refuse stopping rules of :func:`fit` that cannot mean what was meant."""
+    require_count(epochs, "epochs")
+    if max_steps is not None:
+        require_count(max_steps, "max_steps")
+    if (target is not None or valid_loader is not None) and (valid_loader is None or metric_fn is None):
+        raise ValueError("a validation target needs both valid_loader and metric_fn")
+
+
+def _planned_steps(train_loader, epochs: int, max_steps: int | None) -> tuple[int | None, int | None]:
+    """(the progress bar's total, the steps a schedule plans for); None where the loader has no length."""
+    total = epochs * len(train_loader) if hasattr(train_loader, "__len__") else None
+    if max_steps is not None and total is not None:
+        total = min(total, max_steps)
+    return total, total if total is not None else max_steps
+
+
+def _train_step(model: nn.Module, batch: dict, *, loss_fn, optimizer, clip_norm, history: History) -> float:
+    """One optimizer step on ``batch``, recorded in ``history``; returns the loss."""
+    history.learning_rate.append(optimizer.param_groups[0]["lr"])
+    loss = loss_fn(model, batch)
+    optimizer.zero_grad()
+    loss.backward()
+    parameters = [p for p in model.parameters() if p.grad is not None]
+    if clip_norm is not None:
+        norm = nn.utils.clip_grad_norm_(parameters, clip_norm)  # the norm before clipping
+    else:
+        norm = nn.utils.get_total_norm([p.grad for p in parameters])
+    history.gradient_norm.append(float(norm))
+    optimizer.step()
+    value = loss.item()
+    history.step_loss.append(value)
+    history.steps += 1
+    history.examples_seen += len(next(iter(batch.values())))
+    if "padding_mask" in batch:
+        history.tokens_seen += int(batch["padding_mask"].sum())
+    return value
+
+
+def _validate(model: nn.Module, valid_loader, *, metric_fn, device, epoch: int, target, history: History) -> None:
+    """Measure the validation metric after ``epoch`` (counted from 0); say so if it reached ``target``."""
+    score = evaluate(model, valid_loader, metric_fn, device)
+    history.epoch.append(epoch + 1)
+    history.valid_metric.append(score)
+    if target is not None and score >= target:
+        history.stopped = f"target reached: validation {score:.3f} >= {target} after epoch {epoch + 1}"
 
 
 def _finish(bar, reason: str) -> None:
@@ -245,10 +256,16 @@ def _finish(bar, reason: str) -> None:
     bar.close()
 
 
-def _schedule(name: str | None, planned: int, warmup_fraction: float) -> Callable[[int], float]:
+def _schedule(name: str | None, planned: int | None, warmup_fraction: float) -> Callable[[int], float]:
     """The factor (0 to 1) by which ``lr`` is multiplied at a step (counted from 0)."""
+    if name not in (None, "linear"):
+        raise ValueError(f"schedule must be None or 'linear', but {name!r} was given")
+    if not 0.0 <= warmup_fraction < 1.0:
+        raise ValueError(f"warmup_fraction must lie in [0, 1), but {warmup_fraction!r} was given")
     if name is None:
         return lambda step: 1.0
+    if not planned:
+        raise ValueError("a learning-rate schedule needs to know the number of steps: give max_steps or a loader with a length")
     warmup = max(1, round(warmup_fraction * planned)) if warmup_fraction > 0 else 0
 
     def linear(step: int) -> float:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..data.tasks import BOS, EOS, IGNORE, PAD
-from ..transformer import greedy_decode
+from ..decoding import greedy_decode
 
 __all__ = [
     "classification_loss",

@@ -22,7 +22,7 @@ import copy
 import torch
 
 from ..data.tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
-from ..transformer import greedy_decode
+from ..decoding import greedy_decode
 from ._base import AttentionWidget, WidgetInputError, rounded
 
 __all__ = ["DecodingStepper", "parse_source"]
