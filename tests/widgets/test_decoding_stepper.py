@@ -113,6 +113,27 @@ def test_parse_source_accepts_commas_spaces_and_run_together_symbols():
     assert parse_source("a, b c", vocab, 5) == ["A", "B", "C"] and parse_source("ABC", vocab, 5) == ["A", "B", "C"]
 
 
+def test_a_character_vocabulary_with_spaces_reads_a_date_as_typed():
+    from attention_book.data.dates import DateTask
+    from attention_book.widgets._base import WidgetInputError
+
+    dates = DateTask(2, split="test", seed=0)
+    assert parse_source("March 3, 1998", dates.vocab, 32) == list("March 3, 1998")
+    spaced_out = " ".join("3 Mar 1998")  # how the page's text box shows the tokens after decoding
+    assert parse_source(spaced_out, dates.vocab, 32) == list("3 Mar 1998")
+    with pytest.raises(WidgetInputError, match="unknown character '!'"):
+        parse_source("3/3/98!", dates.vocab, 32)
+    with pytest.raises(WidgetInputError, match="at most 5 characters"):
+        parse_source("3/3/98", dates.vocab, 5)
+    torch.manual_seed(0)
+    model = ab.EncoderDecoder(len(dates.vocab), len(dates.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32)
+    stepper = DecodingStepper(model, dates.encode("tuesday 3rd of march 1998"), dates.vocab, device="cpu", max_len=11)
+    assert stepper.inputs["source"] == "tuesday 3rd of march 1998"
+    assert stepper.data["source"] == list("tuesday 3rd of march 1998")
+    stepper.set_input("source", "3. März 1998")
+    assert stepper.data["source"] == list("3. März 1998") and not stepper.error
+
+
 @pytest.mark.parametrize("arguments, pattern", [
     (dict(source=torch.tensor([[3.0, 4.0]])), "dtype"), (dict(source=torch.tensor([[3, 40]])), "must be symbols"),
     (dict(source=torch.tensor([[ab.PAD, ab.PAD]])), "only padding"), (dict(max_len=0), "max_len"), (dict(max_len=50), "max_len"),

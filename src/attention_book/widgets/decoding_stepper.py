@@ -13,7 +13,9 @@ the t - 1 tokens it wrote so far, and is about to write token t. For that step i
 
 Controls: back / next buttons and a step slider, the layer, the head (or the average of
 the heads, the default), and a text box for a new source sequence (``C A F B``; for
-one-letter symbols ``CAFB`` works too). Bad input is shown in the widget, which stays usable.
+one-letter symbols ``CAFB`` works too; a model of characters that include the space, such as
+chapter 6's dates, reads the text as typed, ``March 3, 1998``). Bad input is shown in the
+widget, which stays usable.
 """
 
 from __future__ import annotations
@@ -38,6 +40,18 @@ def parse_source(text: str, vocab: Vocabulary, max_len: int) -> list[str]:
     token, more than ``max_len`` tokens.
     """
     symbols = list(vocab.symbols)
+    if _reads_characters(vocab):  # a character vocabulary with a space (chapter 6's dates): one token per character
+        characters = list(text.strip())
+        if len(characters) > 2 and all(character == " " for character in characters[1::2]):
+            characters = characters[::2]  # the page writes the tokens back spaced out: "3 /   3" is "3/ 3"
+        if not characters:
+            raise WidgetInputError("type a date as you would write it, for example \"tuesday 3rd of march 1998\"")
+        unknown = [character for character in dict.fromkeys(characters) if character not in symbols]
+        if unknown:
+            raise WidgetInputError(f"unknown character {unknown[0]!r}; this model knows {''.join(symbols)!r}")
+        if len(characters) > max_len:
+            raise WidgetInputError(f"the model reads at most {max_len} characters, but {len(characters)} were given")
+        return characters
     example = " ".join(symbols[: min(4, len(symbols))])
     words = text.replace(",", " ").split()
     if not words:
@@ -56,6 +70,12 @@ def parse_source(text: str, vocab: Vocabulary, max_len: int) -> list[str]:
     if len(words) > max_len:
         raise WidgetInputError(f"the model reads at most {max_len} tokens, but {len(words)} were given")
     return words
+
+
+def _reads_characters(vocab: Vocabulary) -> bool:
+    """True for a vocabulary of single characters that includes the space: its text is read
+    character by character, spaces and commas included, and shown the same way."""
+    return " " in vocab.symbols and all(len(symbol) == 1 for symbol in vocab.symbols)
 
 
 def parse_source_or_none(text: str, vocab: Vocabulary, max_len: int) -> list[str] | None:
@@ -124,7 +144,7 @@ class DecodingStepper(AttentionWidget):
         self.kind = "decoding"
         self.title = "Decoding stepper: greedy decoding, one output token at a time"
         self.view = {"step": 1, "layer": self.num_layers - 1, "head": AVERAGE}
-        self.inputs = {"source": " ".join(labels)}
+        self.inputs = {"source": ("" if _reads_characters(vocab) else " ").join(labels)}
         self._first_step = step
         self._start()
 
