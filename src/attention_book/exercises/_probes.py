@@ -144,8 +144,8 @@ def scale_probe(weights_of: Callable, sizes: Callable[[int], dict[str, float]] |
         (d_small, d_large), (D_small, D_large) = dims, implied
         if abs(D_small - math.sqrt(d_small)) < 2e-3 * math.sqrt(d_small) and abs(D_large - math.sqrt(d_large)) < 2e-3 * math.sqrt(d_large):
             return None
-        known = {"T, the number of keys": 3, "the number of queries": 2, **(sizes(d_small) if sizes else {})}
-        known_large = {"T, the number of keys": 3, "the number of queries": 2, **(sizes(d_large) if sizes else {})}
+        known = {**(sizes(d_small) if sizes else {}), "T, the number of keys": 3, "the number of queries": 2}
+        known_large = {**(sizes(d_large) if sizes else {}), "T, the number of keys": 3, "the number of queries": 2}
         named = _describe_divisors(d_small, D_small, d_large, D_large, known, known_large)
         return (
             f"with the same dot products q.k = 0, 2, 4, your weights divide them by {D_small:.3g} when d_k = {d_small} "

@@ -23,7 +23,20 @@ from torch import nn
 from ..multihead import MultiHeadAttention
 from ..multihead import merge_heads as reference_merge
 from ..multihead import split_heads as reference_split
-from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register
+from ._core import (
+    ExerciseFailure,
+    Mistake,
+    Property,
+    add_properties,
+    call,
+    diagnose,
+    name_sizes,
+    probe_pair,
+    probe_tensor,
+    random_generator,
+    register,
+)
+from ._probes import attention_properties
 
 # ---------------------------------------------------------------------------------
 # 4.1 Split and merge heads
@@ -112,6 +125,7 @@ def _check_split_merge(answer) -> None:
     # (batch, T, heads, d_head): several heads first, so that every mistake shows; one head last.
     for batch, T, heads, d_head in [(2, 5, 3, 4), (3, 4, 2, 6), (1, 7, 4, 2), (2, 3, 1, 5)]:
         x = torch.randn(batch, T, heads * d_head, generator=generator)
+        name_sizes(batch=batch, T=T, num_heads=heads, d_head=d_head, d_model=heads * d_head)
         got = call(split, x.clone(), heads)
         what = f"split_heads(x, num_heads={heads}) for x of shape {tuple(x.shape)}"
         if isinstance(got, torch.Tensor) and tuple(got.shape) == (batch, T, heads, d_head) and T != heads:
@@ -126,6 +140,7 @@ def _check_split_merge(answer) -> None:
             },
             atol=0.0,
             rtol=0.0,
+            axes=("batch", "head", "position", "feature of a head"),
         )
         head_outputs = torch.randn(batch, heads, T, d_head, generator=generator)
         diagnose(
@@ -138,6 +153,7 @@ def _check_split_merge(answer) -> None:
             },
             atol=0.0,
             rtol=0.0,
+            axes=("batch", "position", "feature"),
         )
 
 
@@ -387,6 +403,7 @@ def _check_multi_head_attention(answer) -> None:
     # each row's maximum is subtracted first; its first two tokens are equal (tied scores).
     for batch, T, d_model, heads, x_scale in [(2, 5, 12, 3, 1.0), (1, 6, 8, 2, 1.0), (3, 4, 16, 4, 1.0), (2, 3, 6, 1, 1.0), (2, 4, 8, 2, 30.0)]:
         layer = _random_torch_layer(d_model, heads, generator)
+        name_sizes(batch=batch, T=T, d_model=d_model, num_heads=heads, d_head=d_model // heads)
         x = x_scale * torch.randn(batch, T, d_model, generator=generator)
         if x_scale > 1:
             x[:, 1] = x[:, 0]
@@ -406,6 +423,7 @@ def _check_multi_head_attention(answer) -> None:
             known_mistakes={hint: result[1] for hint, result in wrong.items()},
             atol=1e-5,
             rtol=1e-4,
+            axes=("batch", "head", "query", "key"),
         )
         diagnose(
             out,
@@ -427,4 +445,222 @@ register(
         for name, (change, hint) in MHA_MISTAKES.items()
     ]
     + [Mistake("split_with_view_without_transpose", _mistake(split="view_no_transpose"), "reshape without transpose")],
+)
+
+
+# ---------------------------------------------------------------------------------
+# Properties (see _core's docstring): what an answer breaks, probed one idea at a time.
+
+_B, _T, _H, _D = 2, 5, 3, 4  # batch, tokens, heads, features per head: all different
+
+
+def _split_ids() -> torch.Tensor:
+    """x[b, t, f] = 1000 b + 100 t + f: every number says where it came from."""
+    b = torch.arange(_B)[:, None, None]
+    t = torch.arange(_T)[None, :, None]
+    f = torch.arange(_H * _D)[None, None, :]
+    return (1000 * b + 100 * t + f).float()
+
+
+def _split_probe(answer):
+    split, _ = probe_pair(answer)
+    x = _split_ids()
+    got = probe_tensor(split(x.clone(), _H), (_B, _H, _T, _D))
+    for b in range(_B):
+        for h in range(_H):
+            for t in range(_T):
+                for j in range(_D):
+                    value = int(got[b, h, t, j])
+                    wanted = 1000 * b + 100 * t + h * _D + j
+                    if value != wanted:
+                        source = f"token {value % 1000 // 100}'s feature {value % 100}"
+                        return (
+                            f"for x of shape ({_B}, {_T}, {_H * _D}) and {_H} heads, head {h} at token {t}, slot {j} holds {source}, "
+                            f"but should hold token {t}'s feature {h * _D + j}: head h takes the block of features "
+                            f"h*d_head .. (h+1)*d_head - 1 of every token (reshape to (batch, T, heads, d_head), then move the heads "
+                            "axis in front of the tokens with transpose(1, 2))"
+                        )
+    return None
+
+
+def _merge_probe(answer):
+    _, merge = probe_pair(answer)
+    b = torch.arange(_B)[:, None, None, None]
+    h = torch.arange(_H)[None, :, None, None]
+    t = torch.arange(_T)[None, None, :, None]
+    j = torch.arange(_D)[None, None, None, :]
+    heads = (1000 * b + 100 * h + 10 * t + j).float()  # (batch, heads, T, d_head)
+    got = probe_tensor(merge(heads.clone()), (_B, _T, _H * _D))
+    for bb in range(_B):
+        for tt in range(_T):
+            for f in range(_H * _D):
+                value = int(got[bb, tt, f])
+                wanted = 1000 * bb + 100 * (f // _D) + 10 * tt + f % _D
+                if value != wanted:
+                    return (
+                        f"for head outputs of shape ({_B}, {_H}, {_T}, {_D}), feature {f} of token {tt} holds head {value % 1000 // 100}'s "
+                        f"slot {value % 10} of token {value % 100 // 10}, but should hold head {f // _D}'s slot {f % _D} of token {tt}: "
+                        "move the tokens back in front of the heads (transpose(1, 2)), then put the heads side by side with reshape"
+                    )
+    return None
+
+
+add_properties(
+    "4.1",
+    [
+        Property("the split (head h gets features h*d_head .. (h+1)*d_head - 1 of every token)", _split_probe),
+        Property("the merge (head h's outputs go back to features h*d_head .. (h+1)*d_head - 1)", _merge_probe),
+    ],
+)
+
+
+def _count(answer, *args) -> int:
+    result = answer(*args)
+    if isinstance(result, torch.Tensor) and result.numel() == 1:
+        result = result.item()
+    if isinstance(result, bool) or not isinstance(result, numbers.Real):
+        raise ValueError("not a number: the checker says so")
+    return int(result)
+
+
+def _count_weights_probe(answer):
+    smallest = _count(answer, 1, 1, 1, False)
+    if smallest != 4:
+        return (
+            f"with d_model = num_heads = d_head = 1 and no biases there are 4 weights, one in each of W_Q, W_K, W_V and W_O; "
+            f"you count {smallest}"
+        )
+    narrow, wide = _count(answer, 8, 2, 3, False), _count(answer, 8, 2, 6, False)
+    if wide != 2 * narrow:
+        return (
+            f"without biases, doubling d_head (d_model = 8, 2 heads, d_head 3 -> 6) took your count from {narrow} to {wide}; "
+            "every weight matrix is d_model x (num_heads * d_head) (W_O the other way round), so the count must double: "
+            f"4 * d_model * num_heads * d_head = {4 * 8 * 2 * 3} -> {4 * 8 * 2 * 6}"
+        )
+    if narrow != 4 * 8 * 2 * 3:
+        return (
+            f"for d_model = 8, 2 heads of d_head = 3 and no biases you count {narrow}; W_Q, W_K, W_V are 8 x 6 and W_O is 6 x 8: "
+            f"4 * 8 * 6 = {4 * 8 * 2 * 3}"
+        )
+    return None
+
+
+def _count_biases_probe(answer):
+    added = _count(answer, 8, 2, 3, True) - _count(answer, 8, 2, 3, False)
+    expected = 3 * 2 * 3 + 8
+    if added == expected:
+        return None
+    return (
+        f"for d_model = 8 and 2 heads of d_head = 3, bias=True adds {added} parameters to your count; a bias has one number per "
+        f"OUTPUT feature: num_heads * d_head = 6 for each of W_Q, W_K, W_V and d_model = 8 for W_O, so {expected}"
+    )
+
+
+add_properties(
+    "4.2",
+    [
+        Property("the weights (W_Q, W_K, W_V, W_O: d_model x num_heads * d_head each)", _count_weights_probe),
+        Property("the biases (one per output feature of each projection, only with bias=True)", _count_biases_probe),
+    ],
+)
+
+
+def _mha_call(answer, x, in_w, in_b, out_w, out_b, heads):
+    out, weights = probe_pair(answer(x, in_w, in_b, out_w, out_b, heads))
+    batch, T, d_model = x.shape
+    return probe_tensor(out, (batch, T, d_model)), probe_tensor(weights, (batch, heads, T, T))
+
+
+def _mha_weights_of(answer, Q, K):
+    """Head 0's weights for queries Q and keys K: tokens [a_t, b_t, 0, ...], head 0 reads q = a, k = b; the
+    other four heads see zeros (5 heads: sqrt(num_heads) is neither sqrt(d_head) nor sqrt(T) here)."""
+    d, heads = Q.shape[1], 5
+    T = max(Q.shape[0], K.shape[0])
+    x = torch.zeros(1, T, heads * d)
+    x[0, : Q.shape[0], :d] = Q
+    x[0, : K.shape[0], d : 2 * d] = K
+    d_model = heads * d
+    W_q = torch.zeros(d_model, d_model)
+    W_k = torch.zeros(d_model, d_model)
+    W_q[:d, :d] = torch.eye(d)  # head 0's query = a
+    W_k[:d, d : 2 * d] = torch.eye(d)  # head 0's key = b
+    in_w = torch.cat([W_q, W_k, torch.eye(d_model)], 0)
+    _, weights = _mha_call(answer, x, in_w, torch.zeros(3 * d_model), torch.eye(d_model), torch.zeros(d_model), heads)
+    return weights[0, 0, : Q.shape[0], : K.shape[0]]
+
+
+def _uniform_setup(seed: int = 61):
+    generator = torch.Generator().manual_seed(seed)
+    d_model, heads, T = 12, 3, 4
+    x = torch.randn(2, T, d_model, generator=generator)
+    in_w = torch.cat([torch.zeros(2 * d_model, d_model), torch.eye(d_model)], 0)  # q = k = 0: uniform weights; v = x
+    return x, in_w, torch.zeros(3 * d_model), heads, generator
+
+
+def _merge_in_mha_probe(answer):
+    x, in_w, in_b, heads, _ = _uniform_setup()
+    d_model = x.shape[-1]
+    out, _ = _mha_call(answer, x, in_w, in_b, torch.eye(d_model), torch.zeros(d_model), heads)
+    mean = x.double().mean(dim=1, keepdim=True).expand_as(out)
+    if torch.allclose(out, mean, atol=1e-5):
+        return None
+    return (
+        "with zero queries and keys (every weight 1/T) and identity value and output projections, every output token must "
+        f"be the mean of the input tokens; yours differs by up to {float((out - mean).abs().max()):.3g}: the heads are not put back "
+        "in place when merged (transpose(1, 2) back to (batch, T, heads, d_head), then reshape to (batch, T, d_model))"
+    )
+
+
+def _output_projection_probe(answer):
+    x, in_w, in_b, heads, generator = _uniform_setup()
+    d_model = x.shape[-1]
+    out_w = torch.randn(d_model, d_model, generator=generator)
+    out_b = torch.randn(d_model, generator=generator)
+    out, _ = _mha_call(answer, x, in_w, in_b, out_w, out_b, heads)
+    mean = x.double().mean(dim=1, keepdim=True)
+    expected = (mean @ out_w.double().T + out_b.double()).expand_as(out)
+    if torch.allclose(out, expected, atol=1e-4):
+        return None
+    variants = {
+        "you multiplied by out_proj_weight without transposing it: nn.Linear computes x W^T + b": mean @ out_w.double() + out_b.double(),
+        "the output projection is missing: apply out_proj_weight and out_proj_bias to the merged heads": mean,
+        "the output bias is missing: add out_proj_bias after the output projection": mean @ out_w.double().T,
+    }
+    for hint, wrong in variants.items():
+        if torch.allclose(out, wrong.expand_as(out), atol=1e-4):
+            return f"with uniform weights every output token is mean(x) W_O^T + b_O; {hint}"
+    return f"with uniform weights every output token must be mean(x) W_O^T + b_O; yours differs by up to {float((out - expected).abs().max()):.3g}"
+
+
+def _in_bias_probe(answer):
+    generator = torch.Generator().manual_seed(62)
+    d_model, heads = 12, 3
+    x = torch.randn(2, 4, d_model, generator=generator)
+    in_b = torch.randn(3 * d_model, generator=generator)
+    out, _ = _mha_call(answer, x, torch.zeros(3 * d_model, d_model), in_b, torch.eye(d_model), torch.zeros(d_model), heads)
+    parts = in_b.double().chunk(3)
+    if torch.allclose(out, parts[2].expand_as(out), atol=1e-5):
+        return None
+    for name, part in (("query", parts[0]), ("key", parts[1])):
+        if torch.allclose(out, part.expand_as(out), atol=1e-5):
+            return (
+                f"with in_proj_weight = 0 every value is the value bias in_proj_bias[2 d_model:], so every output token is it; yours is "
+                f"the {name} bias: in_proj_bias is [query bias | key bias | value bias], each d_model long"
+            )
+    return (
+        "with in_proj_weight = 0 every value is the value bias in_proj_bias[2 d_model:], so every output token must be it (with identity "
+        "output projection); yours is not: add in_proj_bias to x @ in_proj_weight.T before splitting it into q, k, v"
+    )
+
+
+add_properties(
+    "4.3",
+    [
+        *attention_properties(
+            _mha_weights_of, sizes=lambda d: {"d_model": 5 * d, "num_heads": 5}, axis_sizes=(3, 3)
+        ),
+        Property("the merge (with uniform weights the heads pass on the mean of the values, each feature in its place)", _merge_in_mha_probe),
+        Property("the in-projection biases ([query | key | value], added before the split)", _in_bias_probe),
+        Property("the output projection (out = merged W_O^T + b_O)", _output_projection_probe),
+    ],
 )
