@@ -15,6 +15,8 @@ The package is built in four floors; each imports only from the floors below it 
 =================  ======================================================  =======
 module             what it holds                                           chapter
 =================  ======================================================  =======
+``rnn_encoder_``   a recurrent encoder-decoder: one vector or additive      1
+``decoder``        attention over the encoder states (why attention)
 ``attention``      softmax, scaled dot-product attention, masks            1
 ``key_value``      soft lookup, a single head with W_Q/W_K/W_V             2
 ``recall``         a two-layer model that learns a key-value store         2
@@ -61,6 +63,7 @@ from .positional import (
     rotate_half,
     sinusoidal_encoding,
 )
+from .rnn_encoder_decoder import AdditiveScore, RNNEncoderDecoder
 from .soft_hard import entropy, hardmax, sparsemax, top_k_weights
 from .training import (
     History,
@@ -72,6 +75,7 @@ from .training import (
     masked_token_loss,
     seq2seq_exact_match,
     seq2seq_loss,
+    seq2seq_token_accuracy,
     set_seed,
     token_accuracy,
     token_loss,
@@ -93,6 +97,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     # chapter 1
+    "AdditiveScore",
+    "RNNEncoderDecoder",
     "softmax",
     "attention_scores",
     "scaled_dot_product_attention",
@@ -155,6 +161,7 @@ __all__ = [
     "masked_token_loss",
     "seq2seq_loss",
     "seq2seq_exact_match",
+    "seq2seq_token_accuracy",
     # devices and figures
     "default_device",
     "available_devices",

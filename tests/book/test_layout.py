@@ -41,7 +41,7 @@ PACKAGE = "attention_book"
 
 FLOOR_OF = {
     "_validation": 0, "_files": 0, "modes": 0, "device": 0,
-    "attention": 1, "key_value": 1, "recall": 1, "soft_hard": 1, "multihead": 1, "positional": 1,
+    "rnn_encoder_decoder": 1, "attention": 1, "key_value": 1, "recall": 1, "soft_hard": 1, "multihead": 1, "positional": 1,
     "layers": 1, "transformer": 1, "decoding": 1, "pretrained": 1,
     "data": 2, "training": 2,
     "analysis": 3, "figures": 3,

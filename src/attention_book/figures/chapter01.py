@@ -178,7 +178,7 @@ def plot_layer_costs(lengths: Sequence[int], costs: dict[str, Sequence[float]], 
     ax.set_xlabel("sequence length T (tokens)")
     ax.set_ylabel("multiply-adds per token")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left")
     if title:
         ax.set_title(title)
     return ax

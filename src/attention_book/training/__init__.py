@@ -24,6 +24,7 @@ from .losses import (
     masked_token_loss,
     seq2seq_exact_match,
     seq2seq_loss,
+    seq2seq_token_accuracy,
     token_accuracy,
     token_loss,
 )
@@ -44,4 +45,5 @@ __all__ = [
     "masked_token_loss",
     "seq2seq_loss",
     "seq2seq_exact_match",
+    "seq2seq_token_accuracy",
 ]

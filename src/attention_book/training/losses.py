@@ -12,6 +12,7 @@ pair                                what is predicted                         ch
 ``masked_token_loss``               ``targets`` only where there is one       7
 ``seq2seq_loss / _exact_match``     an answer sequence (teacher forcing)      6
 ``seq2seq_forced_exact_match``      the same exact match, in one forced pass  6
+``seq2seq_token_accuracy``          the share of answer tokens right          1
 ==================================  ========================================  ==========
 
 A model gets ``batch["padding_mask"]`` as its second argument when the batch has one.
@@ -36,6 +37,7 @@ __all__ = [
     "seq2seq_loss",
     "seq2seq_exact_match",
     "seq2seq_forced_exact_match",
+    "seq2seq_token_accuracy",
 ]
 
 
@@ -119,3 +121,16 @@ def seq2seq_forced_exact_match(model: nn.Module, batch: dict) -> tuple[int, int]
     target = batch["target_out"]  # (batch, T_out): answer, EOS, PAD...
     right = (logits.argmax(dim=-1) == target) | (target == PAD)  # (batch, T_out); padding never counts against
     return int(right.all(dim=1).sum()), len(target)
+
+
+def seq2seq_token_accuracy(model: nn.Module, batch: dict) -> tuple[int, int]:
+    """(answer tokens predicted right, answer tokens) in one teacher-forced pass; EOS and padding left out.
+
+    Each answer token counts on its own, given the true tokens before it, so a model that
+    gets the start of a long answer right and loses the rest scores in between 0 and 1
+    (chapter 1 plots it against the length; chance is one over the number of symbols).
+    """
+    logits = model(batch["source"], batch["target_in"], batch["source_padding"], batch["target_padding"])
+    target = batch["target_out"]  # (batch, T_out): answer, EOS, PAD...
+    answer = (target != PAD) & (target != EOS)  # (batch, T_out)
+    return int((logits.argmax(dim=-1) == target)[answer].sum()), int(answer.sum())
