@@ -855,7 +855,17 @@ class _NoHead53(_Classifier53):
 WRONG.append(("5.3", "max pooling over padding too", _MaxPool53, r"padding"))
 WRONG.append(("5.3", "last token", _LastToken53, r"order|permut|position|padding"))
 WRONG.append(("5.3", "encoder without the padding mask", _NoMask53, r"padding"))
-WRONG.append(("5.3", "adds its own positions", _OwnPositions53, r"order|permut|position"))
+# Written as a wrong answer, but the positions are added AFTER the encoder and then averaged: the mean of
+# the position vectors depends on the length only, so this classifier is order-blind after all.
+CORRECT.append(("5.3", "adds positions after the encoder, then averages", _OwnPositions53))
+
+
+class _MeanOverAll53(_Classifier53):
+    def forward(self, tokens, padding):
+        return self.head(self.encoder(tokens, padding).mean(dim=1))
+
+
+WRONG.append(("5.3", "mean over every position, padding included", _MeanOverAll53, r"padding"))
 WRONG.append(("5.3", "no classification head", _NoHead53, r"shape|class|head|logits"))
 
 

@@ -265,7 +265,7 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
         return CheckResult(False)
     except Exception as error:  # the student's code crashed: name its line and the likely cause, never raise
         RESULTS[exercise.id] = False
-        print(_one_line(f"{FAIL_MARK} {label}: {describe_exception(error)}")[:600])
+        print(_one_line(f"{FAIL_MARK} {label}: {describe_exception(error)}")[:1000])
         return CheckResult(False)
     finally:
         _VIEW_FALLBACKS.clear()

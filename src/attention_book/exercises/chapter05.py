@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections import Counter, defaultdict
 
 import torch
@@ -24,7 +25,21 @@ from ..analysis.baselines import best_invariant_accuracy as reference_best_invar
 from ..data.tasks import PAD
 from ..positional import offset_rotation, sinusoidal_encoding
 from ..transformer import Encoder
-from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register, require_tensor_like
+from ._core import (
+    ExerciseFailure,
+    Inconclusive,
+    Mistake,
+    Property,
+    add_properties,
+    call,
+    diagnose,
+    name_sizes,
+    probe_from_check,
+    probe_tensor,
+    random_generator,
+    register,
+    require_tensor_like,
+)
 
 # ---------------------------------------------------------------------------------
 # 5.1 The sinusoidal table
@@ -525,7 +540,7 @@ def _check_best_invariant_accuracy(answer) -> None:
         torch.tensor([expected], dtype=torch.float64),
         f"the best accuracy for {len(labels)} random sequences of {tokens.shape[1]} tokens",
         known_mistakes={hint: torch.tensor([value], dtype=torch.float64) for hint, value in wrong.items()},
-        atol=1e-9,
+        atol=1e-6,
         rtol=0.0,
     )
     # Case 2: a set built so that the majority, first and last label of a bag all give different answers.
@@ -537,7 +552,7 @@ def _check_best_invariant_accuracy(answer) -> None:
         torch.tensor([expected], dtype=torch.float64),
         f"the best accuracy for {len(labels)} sequences in three bags (labels 1 1 1 0, 0 1 1 1 1 and 2 0 0 0)",
         known_mistakes={hint: torch.tensor([float(m(tokens, labels))], dtype=torch.float64) for hint, m in _ACCURACY_MISTAKES.items()},
-        atol=1e-9,
+        atol=1e-6,
         rtol=0.0,
     )
     # Case 3: twins (the same tokens in two orders, opposite labels) leave exactly a coin flip.
@@ -545,7 +560,7 @@ def _check_best_invariant_accuracy(answer) -> None:
     twins = torch.cat([rows, rows.flip(1)])
     twin_labels = torch.cat([torch.ones(10, dtype=torch.long), torch.zeros(10, dtype=torch.long)])
     got = _as_number(call(answer, twins, twin_labels), "the accuracy")
-    if abs(got - 0.5) > 1e-9:
+    if abs(got - 0.5) > 1e-6:
         raise ExerciseFailure(
             f"for 10 sequences and their reversals with opposite labels the answer is 0.5 (each bag holds one of each "
             f"label), but your function returned {got:.4g}"
@@ -553,7 +568,7 @@ def _check_best_invariant_accuracy(answer) -> None:
     # Case 4: labels that depend only on the bag (the parity of the sum) lose nothing.
     tokens = torch.randint(1, 6, (30, 4), generator=generator)
     got = _as_number(call(answer, tokens, tokens.sum(dim=1) % 2), "the accuracy")
-    if abs(got - 1.0) > 1e-9:
+    if abs(got - 1.0) > 1e-6:
         raise ExerciseFailure(
             f"when the label depends only on which tokens occur (here the parity of their sum) nothing is lost and "
             f"the answer is 1.0, but your function returned {got:.4g}"
@@ -628,13 +643,17 @@ def _check_add_positions(answer) -> None:
         table = torch.randn(num_positions, d_model, generator=generator)
         where = f"for embeddings of shape {(batch, T, d_model)} and a table of {num_positions} positions"
         given = embeddings.clone()  # handed over and compared afterwards: it must not change
+        name_sizes(batch=batch, T=T, num_positions=num_positions, d_model=d_model)
         try:
             got = call(answer, given, table.clone())
         except RuntimeError as error:
-            if "must match the size" in str(error) and num_positions != T:
+            # Only the whole table meets the tokens as num_positions rows against T positions, on the position
+            # axis (1 of 3, or -2); any other broadcasting error is explained from its sizes by check().
+            sizes = re.search(r"tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)", str(error))
+            if sizes and num_positions != T and {int(sizes[1]), int(sizes[2])} == {T, num_positions} and int(sizes[3]) == 1:
                 raise ExerciseFailure(
-                    f"{where} your code raised RuntimeError ({str(error).splitlines()[0]}): you added the whole table "
-                    f"({num_positions} rows) to {T} tokens; take its first T rows, table[:T]"
+                    f"{where} your code raised RuntimeError ({str(error).splitlines()[0]}): on the position axis your "
+                    f"table has {num_positions} rows, the whole table, against {T} tokens; take its first T rows, table[:T]"
                 ) from None
             raise
         expected = _add_positions_solution(embeddings, table)
@@ -662,7 +681,7 @@ register(
         Mistake("concatenated", _positions_concatenated, "you concatenated the positions"),
         Mistake("positions from 1", _positions_from_one, "positions start at 0"),
         Mistake("positions reversed", _positions_reversed, "the positions run backwards"),
-        Mistake("the whole table", _whole_table, "you added the whole table"),
+        Mistake("the whole table", _whole_table, "the whole table"),
     ],
 )
 
@@ -802,9 +821,15 @@ def _check_learned_positions(answer) -> None:
             f"ValueError naming both numbers ({max_len + 1} tokens, max_len={max_len})"
         ) from None
     except Exception as error:  # noqa: BLE001 - the student's error, reported by name
+        own_check = str(max_len) in str(error) and "must match" not in str(error)
         raise ExerciseFailure(
             f"a sequence of {max_len + 1} tokens (max_len={max_len}) should raise ValueError naming both numbers, "
-            f"but your module raised {type(error).__name__}: there is no length check, so it failed further in"
+            f"but your module raised {type(error).__name__}"
+            + (
+                f" ({str(error).splitlines()[0][:80]}): your check is there, but a too long input is a bad VALUE: raise ValueError"
+                if own_check
+                else ": there is no length check, so it failed further in"
+            )
         ) from None
     raise ExerciseFailure(
         f"a sequence of {max_len + 1} tokens (max_len={max_len}) went through without an error; raise ValueError "
@@ -823,5 +848,268 @@ register(
         Mistake("table not learned", _PositionsNotLearned, "is a buffer"),
         Mistake("error without the numbers", _PositionsVagueError, "name both numbers"),
         Mistake("assert instead of ValueError", _PositionsWithAssert, "an assert is not a length check"),
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------
+# Properties (see _core's docstring): what an answer breaks, probed one idea at a time.
+
+
+def _omega(i: int, d_model: int) -> float:
+    return 1.0 / 10000 ** (2 * i / d_model)
+
+
+def _table_start_probe(answer):
+    table = probe_tensor(answer(6, 8), (6, 8))
+    row = table[0]
+    wanted = torch.tensor([0.0, 1.0] * 4, dtype=torch.float64)
+    if torch.allclose(row, wanted, atol=1e-5):
+        return None
+    return (
+        f"row 0 (position 0) of your 6 x 8 table is {[round(float(v), 3) for v in row]}; it must be (0, 1, 0, 1, ...): "
+        "sin(0) = 0 in the even columns 2i and cos(0) = 1 in the odd columns 2i + 1, positions counted from 0"
+    )
+
+
+def _table_frequency_probe(answer):
+    P, d = 12, 8
+    table = probe_tensor(answer(P, d), (P, d))
+    positions = torch.arange(P, dtype=torch.float64)
+    for i in range(d // 2):
+        omega = _omega(i, d)
+        sine, cosine = table[:, 2 * i], table[:, 2 * i + 1]
+        sin_ok = torch.allclose(sine, torch.sin(positions * omega), atol=1e-5)
+        cos_ok = torch.allclose(cosine, torch.cos(positions * omega), atol=1e-5)
+        if sin_ok and cos_ok:
+            continue
+        seen_sin = math.asin(max(-1.0, min(1.0, float(sine[1]))))  # the angle one position turns the sine by
+        seen_cos = math.acos(max(-1.0, min(1.0, float(cosine[1]))))
+        if sin_ok != cos_ok and abs(seen_sin - seen_cos) > 1e-4:
+            return (
+                f"columns {2 * i} and {2 * i + 1} (pair i = {i}) turn by {seen_sin:.4g} and {seen_cos:.4g} per position: the sine "
+                f"and the cosine of one pair share one frequency omega_i = 1 / 10000^(2i / d_model) = {omega:.4g}"
+            )
+        if not sin_ok and torch.allclose(sine, torch.cos(positions * omega), atol=1e-5):
+            return f"column {2 * i} holds a cosine: the even columns 2i hold sin(p omega_i), the odd columns 2i + 1 cos(p omega_i)"
+        if not cos_ok and torch.allclose(cosine, torch.sin(positions * omega), atol=1e-5):
+            return f"column {2 * i + 1} holds a sine: the odd columns 2i + 1 hold cos(p omega_i), not sin"
+        return (
+            f"pair i = {i} (columns {2 * i} and {2 * i + 1}) of your {P} x {d} table turns by {seen_sin:.4g} per position; its "
+            f"frequency is omega_i = 1 / 10000^(2i / d_model) = 1 / 10000^({2 * i}/{d}) = {omega:.4g} (wavelengths grow "
+            "geometrically from 2 pi to 10000 * 2 pi across the pairs)"
+        )
+    return None
+
+
+add_properties(
+    "5.1",
+    [
+        Property("position 0 (sin 0 = 0 in the even columns, cos 0 = 1 in the odd ones)", _table_start_probe),
+        Property("the frequencies (pair i: sin and cos of p / 10000^(2i / d_model))", _table_frequency_probe),
+    ],
+)
+
+
+def _offset_rotation_probe(answer):
+    d, k = 8, 5
+    M = probe_tensor(answer(d, k), (d, d))
+    gram = M @ M.T
+    error = float((gram - torch.eye(d, dtype=torch.float64)).abs().max())
+    if error > 1e-5:
+        return (
+            f"your matrix for d_model = {d}, k = {k} is not a rotation: M M^T differs from the identity by {error:.3g}. Moving "
+            "along the positions turns each (sin, cos) pair by an angle, which keeps lengths: blocks [[cos, -sin], [sin, cos]]"
+        )
+    return None
+
+
+def _offset_move_probe(answer):
+    d, k = 8, 5
+    M = probe_tensor(answer(d, k), (d, d))
+    table = sinusoidal_encoding(30, d).double()
+    if torch.allclose(table[:20] @ M, table[k : 20 + k], atol=1e-5):
+        return None
+    for i in range(d // 2):
+        outside = M[2 * i : 2 * i + 2].clone()
+        outside[:, 2 * i : 2 * i + 2] = 0
+        if outside.abs().max() > 1e-6:
+            return (
+                f"row {2 * i} or {2 * i + 1} of your matrix reaches outside the block of pair i = {i}: pair i sits in columns "
+                f"2i and 2i + 1 and turns on its own, so M is block-diagonal with 2 x 2 blocks"
+            )
+        block = M[2 * i : 2 * i + 2, 2 * i : 2 * i + 2]
+        turned = math.atan2(float(block[1, 0]), float(block[0, 0]))
+        wanted = math.remainder(k * _omega(i, d), 2 * math.pi)
+        if abs(math.remainder(turned - wanted, 2 * math.pi)) > 1e-5:
+            backwards = abs(math.remainder(turned + wanted, 2 * math.pi)) < 1e-5
+            return (
+                f"pair i = {i} is turned by {turned:.4g} rad, but moving k = {k} positions on turns it by k omega_i = "
+                f"{k} / 10000^({2 * i}/{d}) = {k * _omega(i, d):.4g} rad ({wanted:.4g} rad after whole turns)"
+                + (": yours turns backwards; with positions as rows (PE[p] @ M) the block is [[cos, -sin], [sin, cos]]" if backwards else "")
+            )
+    return f"PE[p] @ M differs from PE[p + {k}]: each pair's block must turn it by k omega_i"
+
+
+add_properties(
+    "5.2",
+    [
+        Property("a rotation (each pair turns, lengths stay: M M^T = I)", _offset_rotation_probe),
+        Property("moving k positions on (PE[p] @ M = PE[p + k]: pair i turns by k omega_i)", _offset_move_probe),
+    ],
+)
+
+add_properties(
+    "5.3",
+    [Property("blind to order, not to the tokens, with the padding ignored", probe_from_check(_check_order_blind_classifier))],
+)
+
+
+def _accuracy_of(answer, rows, labels) -> float:
+    result = answer(torch.tensor(rows), torch.tensor(labels))
+    if isinstance(result, torch.Tensor) and result.numel() == 1:
+        result = result.item()
+    if isinstance(result, bool) or not isinstance(result, numbers.Real):
+        raise Inconclusive("not a number")
+    return float(result)
+
+
+def _fraction_probe(answer):
+    value = _accuracy_of(answer, [[1, 2, 3], [3, 2, 1], [2, 2, 1]], [0, 1, 1])
+    if 0.0 <= value <= 1.0:
+        return None
+    return f"for 3 sequences your function returned {value:.4g}: an accuracy is a fraction between 0 and 1 (right answers divided by the number of sequences)"
+
+
+def _bag_probe(answer):
+    cases = [
+        ([[1, 2, 3], [3, 2, 1]], [0, 1], 0.5, "(1, 2, 3) and (3, 2, 1) hold the same tokens in another order, so a model without positions sees one bag and gets one of the two labels right"),
+        ([[1, 4], [2, 3]], [0, 1], 1.0, "(1, 4) and (2, 3) are different bags of tokens (that their sums are equal does not matter), so each gets its own label"),
+        ([[1, 1, 2], [1, 2, 2]], [0, 1], 1.0, "(1, 1, 2) and (1, 2, 2) are different bags (repeated tokens count), so each gets its own label"),
+        ([[1, 2, 3], [4, 2, 1]], [0, 1], 1.0, "(1, 2, 3) and (4, 2, 1) share their first tokens but are different bags"),
+    ]
+    for rows, labels, expected, why in cases:
+        value = _accuracy_of(answer, rows, labels)
+        if abs(value - expected) > 1e-6 and 0.0 <= value <= 1.0:
+            return f"for the sequences {rows} with labels {labels} the best accuracy is {expected:g}, but you return {value:.4g}: {why}. Group rows by their multiset of tokens (the sorted tuple)"
+    return None
+
+
+def _majority_probe(answer):
+    rows = [[1, 2, 3], [3, 1, 2], [2, 3, 1], [4, 4, 1], [1, 4, 4]]
+    labels = [1, 1, 0, 0, 0]
+    value = _accuracy_of(answer, rows, labels)
+    if abs(value - 0.8) <= 1e-6 or not 0.0 <= value <= 1.0:
+        return None
+    return (
+        f"bag (1, 2, 3) has the labels 1, 1, 0 and bag (1, 4, 4) the labels 0, 0: the best a model can do is the majority label "
+        f"of each bag, right on 2 + 2 of 5 sequences = 0.8; you return {value:.4g}. Count the labels per bag and add up each bag's largest count"
+    )
+
+
+add_properties(
+    "5.4",
+    [
+        Property("an accuracy (a fraction between 0 and 1)", _fraction_probe),
+        Property("bags of tokens (the same tokens in any order are one bag; different multisets are different bags)", _bag_probe),
+        Property("the majority label of each bag", _majority_probe),
+    ],
+)
+
+
+def _adds_probe(answer):
+    embeddings = _probe_embeddings()
+    got = probe_tensor(answer(embeddings.clone(), torch.zeros(5, 4)), (2, 3, 4))
+    if torch.allclose(got, embeddings.double(), atol=1e-6):
+        return None
+    return (
+        "with an all-zero table the embeddings must come through unchanged (the positions are ADDED); yours change by up to "
+        f"{float((got - embeddings.double()).abs().max()):.3g}: add the table's rows, do not multiply or replace"
+    )
+
+
+def _probe_embeddings() -> torch.Tensor:
+    return torch.arange(24, dtype=torch.float32).reshape(2, 3, 4) / 10
+
+
+def _position_rows_probe(answer):
+    batch, T, P, d = 2, 3, 5, 4
+    table = 10.0 * torch.arange(1, P + 1, dtype=torch.float32)[:, None] ** 2 + torch.arange(d, dtype=torch.float32)[None, :]
+    got = probe_tensor(answer(torch.zeros(batch, T, d), table.clone()), (batch, T, d))
+    rows = table.double()
+    for b in range(batch):
+        for t in range(T):
+            if torch.allclose(got[b, t], rows[t], atol=1e-5):
+                continue
+            match = [p for p in range(P) if torch.allclose(got[b, t], rows[p], atol=1e-5)]
+            if match and match[0] == b:
+                why = "a table row per SEQUENCE: the table's rows are positions, which run along axis 1 of the embeddings (batch, T, d_model), not axis 0"
+            elif match:
+                why = f"row {match[0]}: token t gets row t, the first T rows table[:T], counted from 0"
+            elif torch.allclose(got[b, t], rows[:T].mean(dim=0), atol=1e-5):
+                why = "the mean of the rows: each position gets its own row"
+            else:
+                why = "no single row of the table"
+            return f"with zero embeddings and a table of {P} positions, position {t} of sequence {b} got {why}"
+    return None
+
+
+add_properties(
+    "5.5",
+    [
+        Property("the positions are added (with a zero table the embeddings come through)", _adds_probe),
+        Property("row t for position t (of every sequence: the table broadcasts over the batch)", _position_rows_probe),
+    ],
+)
+
+
+def _learned_table_probe(answer):
+    return probe_from_check(lambda a: _position_table(a(6, 4), 6, 4))(answer)
+
+
+def _learned_rows_probe(answer):
+    model = answer(6, 4)
+    try:
+        table = _position_table(model, 6, 4)
+    except ExerciseFailure as failure:
+        raise Inconclusive(str(failure)) from None
+    rows = torch.arange(24, dtype=torch.float32).reshape(6, 4)
+    with torch.no_grad():
+        table.copy_(rows.reshape(table.shape))
+    got = probe_tensor(model(torch.zeros(2, 3, 4)), (2, 3, 4))
+    for b in range(2):
+        for t in range(3):
+            if not torch.allclose(got[b, t], rows[t].double(), atol=1e-5):
+                match = [p for p in range(6) if torch.allclose(got[b, t], rows[p].double(), atol=1e-5)]
+                which = f"row {match[0]}" if match else "no single row"
+                return (
+                    f"with the table's row p set to (4p, ..., 4p + 3) and zero inputs, position {t} of sequence {b} got {which} of "
+                    "the table: token t gets row t, table[:T], broadcast over the batch (axis 0) and added along the positions (axis 1)"
+                )
+    return None
+
+
+def _length_check_probe(answer):
+    model = answer(6, 4)
+    model(torch.zeros(1, 6, 4))  # T = max_len must work (a ValueError here is named by the checker)
+    try:
+        model(torch.zeros(1, 7, 4))
+    except ValueError:
+        return None
+    except AssertionError:
+        return "7 tokens with max_len = 6 raised AssertionError: an assert vanishes under python -O; raise ValueError naming both numbers"
+    except Exception as error:  # noqa: BLE001
+        if "6" in str(error) and "must match" not in str(error):
+            return f"7 tokens with max_len = 6 raised {type(error).__name__}: a too long input is a bad VALUE, so raise ValueError naming both numbers"
+        raise Inconclusive("the checker explains a missing check") from None
+    return "7 tokens with max_len = 6 went through: raise ValueError (naming both numbers) when the sequence is longer than max_len"
+
+
+add_properties(
+    "5.6",
+    [
+        Property("a learned table (an nn.Parameter or nn.Embedding of max_len x d_model)", _learned_table_probe),
+        Property("row t for position t", _learned_rows_probe),
+        Property("the length check (ValueError when T > max_len)", _length_check_probe),
     ],
 )
