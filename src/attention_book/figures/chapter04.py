@@ -132,6 +132,23 @@ def _arrow(ax, start: tuple[float, float], end: tuple[float, float], colour: str
                                                        "shrinkA": 0, "shrinkB": 0})
 
 
+def _head(ax, r: str, x: float, colour, *, y_projection: float, y_attention: float, y_concat: float) -> None:
+    """Head ``r`` of the multi-head diagram at ``x``: its projections, its attention, the arrow to the concat."""
+    projections = [rf"$Q_{{{r}}} = X\, W_Q^{{({r})}}$", rf"$K_{{{r}}} = X\, W_K^{{({r})}}$", rf"$V_{{{r}}} = X\, W_V^{{({r})}}$"]
+    _box(ax, x, y_projection, 2.8, 1.56, [*projections, r"each $(T,\ d_k)$"], colour)
+    _arrow(ax, (x, y_projection + 0.78), (x, y_attention - 0.78))
+    attention = [
+        rf"$A_{{{r}}} = \mathrm{{softmax}}(Q_{{{r}}} K_{{{r}}}^\top / \sqrt{{d_k}})$",
+        r"weights $(T,\ T)$",
+        rf"$\mathrm{{head}}_{{{r}}} = A_{{{r}}}\, V_{{{r}}}$",
+        r"$(T,\ d_k)$",
+    ]
+    _box(ax, x, y_attention, 2.8, 1.56, attention, colour, spacing=0.36)
+    _arrow(ax, (x, y_attention + 0.78), (x, y_concat - 0.3))
+    name = "head " + ("$n_h$" if r == "n_h" else r)
+    ax.text(x - 1.4, y_attention + 0.9, name, fontsize=9, color=colour, fontweight="bold", ha="left", va="bottom")
+
+
 def plot_multi_head_diagram(title: str = "Multi-head attention, with the shape of every tensor"):
     """Multi-head self-attention drawn bottom to top, with the shape of every tensor. Returns the figure.
 
@@ -147,27 +164,20 @@ def plot_multi_head_diagram(title: str = "Multi-head attention, with the shape o
     _box(ax, 5.0, y_input, 4.6, 0.56, [r"$X$   $(T,\ d_{\mathrm{model}})$: one row per token"], "#444444", "#f2f2f2")
     for (r, x), colour in zip(columns.items(), _HEAD_COLOURS):
         _arrow(ax, (5.0 + (x - 5.0) * 0.35, y_input + 0.28), (x, y_projection - 0.78))
-        _box(ax, x, y_projection, 2.8, 1.56,
-             [rf"$Q_{{{r}}} = X\, W_Q^{{({r})}}$", rf"$K_{{{r}}} = X\, W_K^{{({r})}}$", rf"$V_{{{r}}} = X\, W_V^{{({r})}}$",
-              r"each $(T,\ d_k)$"], colour)
-        _arrow(ax, (x, y_projection + 0.78), (x, y_attention - 0.78))
-        _box(ax, x, y_attention, 2.8, 1.56,
-             [rf"$A_{{{r}}} = \mathrm{{softmax}}(Q_{{{r}}} K_{{{r}}}^\top / \sqrt{{d_k}})$", r"weights $(T,\ T)$",
-              rf"$\mathrm{{head}}_{{{r}}} = A_{{{r}}}\, V_{{{r}}}$", r"$(T,\ d_k)$"], colour, spacing=0.36)
-        _arrow(ax, (x, y_attention + 0.78), (x, y_concat - 0.3))
-        ax.text(x - 1.4, y_attention + 0.9, "head " + ("$n_h$" if r == "n_h" else r), fontsize=9, color=colour,
-                fontweight="bold", ha="left", va="bottom")
+        _head(ax, r, x, colour, y_projection=y_projection, y_attention=y_attention, y_concat=y_concat)
     for y in (y_projection, y_attention):
         ax.text(6.5, y, r"$\cdots$", fontsize=14, ha="center", va="center")
-    _box(ax, 5.0, y_concat, 9.6, 0.58,
-         [r"Concat$(\mathrm{head}_1, \dots, \mathrm{head}_{n_h})$: the heads side by side, $(T,\ n_h d_k)$"], "#444444", "#f2f2f2")
+    concat = r"Concat$(\mathrm{head}_1, \dots, \mathrm{head}_{n_h})$: the heads side by side, $(T,\ n_h d_k)$"
+    _box(ax, 5.0, y_concat, 9.6, 0.58, [concat], "#444444", "#f2f2f2")
     _arrow(ax, (5.0, y_concat + 0.3), (5.0, y_out - 0.28))
     _box(ax, 5.0, y_out, 5.8, 0.56, [r"times $W_O$ $(n_h d_k,\ d_{\mathrm{model}})$: mixes the heads"], "#444444")
     _arrow(ax, (5.0, y_out + 0.28), (5.0, y_result - 0.28))
     _box(ax, 5.0, y_result, 5.8, 0.56, [r"$\mathrm{MultiHead}(X)$   $(T,\ d_{\mathrm{model}})$"], "#444444", "#f2f2f2")
-    ax.text(5.0, -0.3, r"narrow heads: $d_k = d_{\mathrm{model}} / n_h$, so $n_h d_k = d_{\mathrm{model}}$; "
-            r"in code all heads are one (batch, $n_h$, $T$, $d_k$) tensor",
-            ha="center", va="top", fontsize=9, color="#333333")
+    note = (
+        r"narrow heads: $d_k = d_{\mathrm{model}} / n_h$, so $n_h d_k = d_{\mathrm{model}}$; "
+        r"in code all heads are one (batch, $n_h$, $T$, $d_k$) tensor"
+    )
+    ax.text(5.0, -0.3, note, ha="center", va="top", fontsize=9, color="#333333")
     ax.set_xlim(-0.1, 10.1)
     ax.set_ylim(-0.75, 9.4)
     ax.set_axis_off()

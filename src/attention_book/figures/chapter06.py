@@ -136,6 +136,72 @@ def _around(ax, x_centre: float, x_right: float, y_from: float, y_to: float, x_b
                 arrowprops={"arrowstyle": "-|>", "color": _HIGHWAY, "lw": 2})
 
 
+# (height, label, kind, mask) of each part of a block, bottom to top.
+_ENCODER_PARTS = [
+    (2.55, "multi-head self-attention", "attention", "mask: source padding"),
+    (3.55, "add & layer norm", "norm", None),
+    (4.55, "feed-forward (per token)", "feed-forward", None),
+    (5.55, "add & layer norm", "norm", None),
+]
+_DECODER_PARTS = [
+    (2.55, "masked self-attention", "attention", "mask: causal + target padding"),
+    (3.55, "add & layer norm", "norm", None),
+    (4.55, "cross-attention", "attention", "mask: source padding"),
+    (5.55, "add & layer norm", "norm", None),
+    (6.55, "feed-forward (per token)", "feed-forward", None),
+    (7.55, "add & layer norm", "norm", None),
+]
+
+
+def _stack(ax, centre: float, parts, *, top: float, width: float, times: tuple[float, str]) -> None:
+    """One stack: a dashed frame marked "x N", each part with the arrow into it, each residual connection."""
+    ax.add_patch(
+        FancyBboxPatch(
+            (centre - width / 2 - 0.25, 1.95),
+            width + 0.85,
+            top - 1.95,
+            boxstyle="round,pad=0.05",
+            facecolor="none",
+            edgecolor="#666666",
+            lw=1.2,
+            linestyle="--",
+        )
+    )
+    ax.text(times[0], (1.95 + top) / 2, "\u00d7 N", ha=times[1], va="center", fontsize=11, fontweight="bold")
+    previous = 1.2
+    for y, label, kind, mask in parts:
+        _up(ax, centre, previous + 0.31, y - 0.31)
+        _part(ax, centre, y, width, label, kind, mask)
+        if kind == "norm":  # the residual joins here, from below the sub-layer before it
+            _around(ax, centre, centre + width / 2 + 0.35, y - 1.5, y, centre + width / 2)
+        previous = y
+
+
+def _memory(ax, enc: float, dec: float, width: float) -> None:
+    """The encoder's output, the memory, going to the keys and values of every decoder block's cross-attention."""
+    _up(ax, enc, 5.86, 6.55)
+    ax.text(enc, 6.8, "memory  (batch, T_in, d_model)", ha="center", va="center", fontsize=9, fontweight="bold")
+    ax.plot([enc + 1.6, 4.75, 4.75], [6.8, 6.8, 4.55], color="#3465a4", lw=2)
+    arrow = {"arrowstyle": "-|>", "color": "#3465a4", "lw": 2}
+    ax.annotate("", xy=(dec - width / 2, 4.55), xytext=(4.75, 4.55), arrowprops=arrow)
+    ax.text(4.85, 4.85, "keys and\nvalues", ha="left", va="bottom", fontsize=8, color="#3465a4")
+    ax.text(dec - 0.12, 4.0, "queries", ha="right", va="center", fontsize=8)
+
+
+def _decoder_ends(ax, dec: float, width: float) -> None:
+    """The decoder's input (the output so far, shifted right) and its output (next-token probabilities)."""
+    shifted = "output so far, shifted right: <bos> y\u2081 \u2026  (batch, T_out)"
+    ax.text(dec, 0.25, shifted, ha="center", va="center", fontsize=9)
+    _up(ax, dec, 0.45, 0.9)
+    _part(ax, dec, 1.2, width, "token embedding + positions", "embed")
+    _up(ax, dec, 7.86, 8.55)
+    _part(ax, dec, 8.85, width, "linear: d_model \u2192 vocabulary", "output")
+    _up(ax, dec, 9.16, 9.55)
+    _part(ax, dec, 9.85, width, "softmax", "output")
+    _up(ax, dec, 10.16, 10.5)
+    ax.text(dec, 10.75, "next-token probabilities  (batch, T_out, vocab)", ha="center", va="center", fontsize=9)
+
+
 def plot_encoder_decoder_diagram():
     """The whole encoder-decoder Transformer (post-norm, as in the 2017 paper and this chapter's model).
 
@@ -150,49 +216,17 @@ def plot_encoder_decoder_diagram():
     ax.text(enc, 0.25, "source tokens  (batch, T_in)", ha="center", va="center", fontsize=9)
     _up(ax, enc, 0.45, 0.9)
     _part(ax, enc, 1.2, width, "token embedding + positions", "embed")
-    encoder_parts = [(2.55, "multi-head self-attention", "attention", "mask: source padding"),
-                     (3.55, "add & layer norm", "norm", None),
-                     (4.55, "feed-forward (per token)", "feed-forward", None),
-                     (5.55, "add & layer norm", "norm", None)]
-    decoder_parts = [(2.55, "masked self-attention", "attention", "mask: causal + target padding"),
-                     (3.55, "add & layer norm", "norm", None),
-                     (4.55, "cross-attention", "attention", "mask: source padding"),
-                     (5.55, "add & layer norm", "norm", None),
-                     (6.55, "feed-forward (per token)", "feed-forward", None),
-                     (7.55, "add & layer norm", "norm", None)]
-    for centre, parts, top in ((enc, encoder_parts, 6.1), (dec, decoder_parts, 8.1)):
-        ax.add_patch(FancyBboxPatch((centre - width / 2 - 0.25, 1.95), width + 0.85, top - 1.95, boxstyle="round,pad=0.05",
-                                    facecolor="none", edgecolor="#666666", lw=1.2, linestyle="--"))
-        side = (centre - width / 2 - 0.4, "right") if centre == enc else (centre + width / 2 + 0.75, "left")
-        ax.text(side[0], (1.95 + top) / 2, "\u00d7 N", ha=side[1], va="center", fontsize=11, fontweight="bold")
-        previous = 1.2
-        for y, label, kind, mask in parts:
-            _up(ax, centre, previous + 0.31, y - 0.31)
-            _part(ax, centre, y, width, label, kind, mask)
-            if kind == "norm":  # the residual joins here, from below the sub-layer before it
-                _around(ax, centre, centre + width / 2 + 0.35, y - 1.5, y, centre + width / 2)
-            previous = y
-    # The encoder's output, the memory, goes to every decoder block's cross-attention.
-    _up(ax, enc, 5.86, 6.55)
-    ax.text(enc, 6.8, "memory  (batch, T_in, d_model)", ha="center", va="center", fontsize=9, fontweight="bold")
-    ax.plot([enc + 1.6, 4.75, 4.75], [6.8, 6.8, 4.55], color="#3465a4", lw=2)
-    ax.annotate("", xy=(dec - width / 2, 4.55), xytext=(4.75, 4.55), arrowprops={"arrowstyle": "-|>", "color": "#3465a4", "lw": 2})
-    ax.text(4.85, 4.85, "keys and\nvalues", ha="left", va="bottom", fontsize=8, color="#3465a4")
-    ax.text(dec - 0.12, 4.0, "queries", ha="right", va="center", fontsize=8)
-    # Decoder input and output.
-    ax.text(dec, 0.25, "output so far, shifted right: <bos> y\u2081 \u2026  (batch, T_out)", ha="center", va="center", fontsize=9)
-    _up(ax, dec, 0.45, 0.9)
-    _part(ax, dec, 1.2, width, "token embedding + positions", "embed")
-    _up(ax, dec, 7.86, 8.55)
-    _part(ax, dec, 8.85, width, "linear: d_model \u2192 vocabulary", "output")
-    _up(ax, dec, 9.16, 9.55)
-    _part(ax, dec, 9.85, width, "softmax", "output")
-    _up(ax, dec, 10.16, 10.5)
-    ax.text(dec, 10.75, "next-token probabilities  (batch, T_out, vocab)", ha="center", va="center", fontsize=9)
+    _stack(ax, enc, _ENCODER_PARTS, top=6.1, width=width, times=(enc - width / 2 - 0.4, "right"))
+    _stack(ax, dec, _DECODER_PARTS, top=8.1, width=width, times=(dec + width / 2 + 0.75, "left"))
+    _memory(ax, enc, dec, width)
+    _decoder_ends(ax, dec, width)
     ax.text(enc, 7.55, "ENCODER", ha="center", va="center", fontsize=11, fontweight="bold")
     ax.text(dec, 11.35, "DECODER", ha="center", va="center", fontsize=11, fontweight="bold")
-    ax.text(0.3, 10.2, "orange: residual connections\n(each adds a sub-layer's input\nto its output)\n\n"
-            "dark red: the mask each\nattention uses (True = may attend)", ha="left", va="top", fontsize=8, color="#444444")
+    legend = (
+        "orange: residual connections\n(each adds a sub-layer's input\nto its output)\n\n"
+        "dark red: the mask each\nattention uses (True = may attend)"
+    )
+    ax.text(0.3, 10.2, legend, ha="left", va="top", fontsize=8, color="#444444")
     ax.set_xlim(0.2, 9.7)
     ax.set_ylim(-0.05, 11.7)
     ax.set_axis_off()

@@ -61,8 +61,9 @@ class History:
     stopped: str = ""  # why training ended: target reached, step limit or all epochs
     gradient_norm: list[float] = field(default_factory=list)  # of all parameters together, before clipping
 
-    def plot(self, ax=None, title: str = "Training"):
-        """Loss per step (left axis) and validation metric per epoch (right axis, if any)."""
+    def plot(self, ax=None, title: str = "Training", metric: str = "validation metric"):
+        """Loss per step (left axis) and validation metric per epoch (right axis, if any, named ``metric``),
+        with a legend naming both."""
         import matplotlib.pyplot as plt
 
         if ax is None:
@@ -80,10 +81,12 @@ class History:
                 self.valid_metric,
                 "o-",
                 color="#ff7f0e",
-                label="validation metric",
+                label=metric,
             )
-            right.set_ylabel("validation metric")
+            right.set_ylabel(metric)
             right.set_ylim(0, 1.02)
+            lines = ax.get_lines() + right.get_lines()
+            right.legend(lines, [line.get_label() for line in lines], loc="center right", fontsize=8)
         ax.figure.tight_layout()
         return ax
 
@@ -148,13 +151,8 @@ def fit(
     - **progress**: a tqdm progress bar with the running loss (``progress=False`` hides it).
     """
     _check_stopping(epochs=epochs, max_steps=max_steps, target=target, valid_loader=valid_loader, metric_fn=metric_fn)
-    if optimizer is not None and (lr != 1e-3 or weight_decay != 0.0):
-        raise ValueError("give either an optimizer or lr/weight_decay for fit's own Adam, not both")
     device = torch.device(device) if device is not None else next(model.parameters()).device
-    model.to(device)
-    if optimizer is None:
-        # foreach: one call updates every tensor (the same arithmetic as the loop over tensors, faster on CPU)
-        optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
+    optimizer = _optimizer(model.to(device), optimizer, lr=lr, weight_decay=weight_decay)
     base_rates = [group["lr"] for group in optimizer.param_groups]
     history = History()
     start = time.perf_counter()
@@ -167,7 +165,7 @@ def fit(
             batch = move_batch(batch, device)
             for group, base in zip(optimizer.param_groups, base_rates):
                 group["lr"] = base * rate(history.steps)
-            value = _train_step(model, batch, loss_fn=loss_fn, optimizer=optimizer, clip_norm=clip_norm, history=history)
+            value = _train_step(model, batch, loss_fn, optimizer=optimizer, clip_norm=clip_norm, history=history)
             if on_step is not None:
                 on_step(history.steps, batch, value)
             bar.update(1)
@@ -176,8 +174,8 @@ def fit(
                 history.stopped = f"{history.steps} steps done"
                 break
         if valid_loader is not None:
-            _validate(model, valid_loader, metric_fn=metric_fn, device=device, epoch=epoch, target=target, history=history)
-            bar.set_postfix(loss=f"{history.step_loss[-1]:.3f}", valid=f"{history.valid_metric[-1]:.3f}")
+            score = _validate(model, valid_loader, metric_fn, device=device, epoch=epoch, target=target, history=history)
+            bar.set_postfix(loss=f"{history.step_loss[-1]:.3f}", valid=f"{score:.3f}")
         if history.stopped:
             break
     history.stopped = history.stopped or f"{epochs} epochs done"
@@ -204,7 +202,17 @@ def _planned_steps(train_loader, epochs: int, max_steps: int | None) -> tuple[in
     return total, total if total is not None else max_steps
 
 
-def _train_step(model: nn.Module, batch: dict, *, loss_fn, optimizer, clip_norm, history: History) -> float:
+def _optimizer(model: nn.Module, optimizer, *, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """The optimizer given to :func:`fit`, or its own Adam with ``lr`` and ``weight_decay``; never both."""
+    if optimizer is not None and (lr != 1e-3 or weight_decay != 0.0):
+        raise ValueError("give either an optimizer or lr/weight_decay for fit's own Adam, not both")
+    if optimizer is not None:
+        return optimizer
+    # foreach: one call updates every tensor (the same arithmetic as the loop over tensors, faster on CPU)
+    return torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay, foreach=True)
+
+
+def _train_step(model: nn.Module, batch: dict, loss_fn, *, optimizer, clip_norm, history: History) -> float:
     """One optimizer step on ``batch``, recorded in ``history``; returns the loss."""
     history.learning_rate.append(optimizer.param_groups[0]["lr"])
     loss = loss_fn(model, batch)
@@ -226,13 +234,14 @@ def _train_step(model: nn.Module, batch: dict, *, loss_fn, optimizer, clip_norm,
     return value
 
 
-def _validate(model: nn.Module, valid_loader, *, metric_fn, device, epoch: int, target, history: History) -> None:
+def _validate(model: nn.Module, valid_loader, metric_fn, *, device, epoch: int, target, history: History) -> float:
     """Measure the validation metric after ``epoch`` (counted from 0); say so if it reached ``target``."""
     score = evaluate(model, valid_loader, metric_fn, device)
     history.epoch.append(epoch + 1)
     history.valid_metric.append(score)
     if target is not None and score >= target:
         history.stopped = f"target reached: validation {score:.3f} >= {target} after epoch {epoch + 1}"
+    return score
 
 
 def _finish(bar, reason: str) -> None:
