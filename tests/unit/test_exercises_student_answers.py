@@ -473,7 +473,7 @@ def _(scores):
 @correct("3.2", "loop over k")
 def _(scores):
     z = scores.sort(descending=True).values
-    total, best = 0.0, 0
+    best = 0
     for j in range(len(z)):
         total_next = z[: j + 1].sum()
         if 1 + (j + 1) * z[j] > total_next:
@@ -529,7 +529,10 @@ def _(scores, target=0.9):
     scores = scores.double()
     if (scores == scores.max()).sum() > 1:
         return None
-    f = lambda b: torch.softmax(b * scores, 0).max().item()  # noqa: E731
+
+    def f(b):
+        return torch.softmax(b * scores, 0).max().item()
+
     low, high = 0.0, 1.0
     while f(high) < target:
         low, high = high, 2 * high
@@ -586,13 +589,73 @@ def _pair(split, merge):
     return split, merge
 
 
-WRONG.append(("4.1", "split with the head index fastest", (lambda x, h: x.reshape(x.shape[0], x.shape[1], x.shape[2] // h, h).permute(0, 3, 1, 2), _merge), r"head|feature|split"))
-WRONG.append(("4.1", "merge with permute(0, 2, 3, 1)", (_split, lambda x: x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1)), r"merge|head|feature|order"))
-WRONG.append(("4.1", "split transposing 1 and 3", (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 3), _merge), SHAPE))
-WRONG.append(("4.1", "merge transposing the last two axes", (_split, lambda x: x.transpose(2, 3).reshape(x.shape[0], x.shape[2], -1)), r"merge|order|shape|axis|transpos"))
-WRONG.append(("4.1", "split by chunks of tokens", (lambda x, h: torch.stack(x.chunk(h, dim=1), dim=1) if x.shape[1] % h == 0 else x.reshape(x.shape[0], h, x.shape[1], -1), _merge), r"split|head|feature|token|shape"))
-CORRECT.append(("4.1", "chunk and stack, reshape(-1)", (lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1), lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1))))
-CORRECT.append(("4.1", "view with contiguous", (lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).permute(0, 2, 1, 3), lambda x: x.permute(0, 2, 1, 3).contiguous().view(x.shape[0], x.shape[2], -1))))
+WRONG.append(
+    (
+        "4.1",
+        "split with the head index fastest",
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], x.shape[2] // h, h).permute(0, 3, 1, 2), _merge),
+        r"head|feature|split",
+    )
+)
+WRONG.append(
+    (
+        "4.1",
+        "merge with permute(0, 2, 3, 1)",
+        (_split, lambda x: x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1)),
+        r"merge|head|feature|order",
+    )
+)
+WRONG.append(
+    (
+        "4.1",
+        "split transposing 1 and 3",
+        (lambda x, h: x.reshape(x.shape[0], x.shape[1], h, -1).transpose(1, 3), _merge),
+        SHAPE,
+    )
+)
+WRONG.append(
+    (
+        "4.1",
+        "merge transposing the last two axes",
+        (_split, lambda x: x.transpose(2, 3).reshape(x.shape[0], x.shape[2], -1)),
+        r"merge|order|shape|axis|transpos",
+    )
+)
+WRONG.append(
+    (
+        "4.1",
+        "split by chunks of tokens",
+        (
+            lambda x, h: (
+                torch.stack(x.chunk(h, dim=1), dim=1)
+                if x.shape[1] % h == 0
+                else x.reshape(x.shape[0], h, x.shape[1], -1)
+            ),
+            _merge,
+        ),
+        r"split|head|feature|token|shape",
+    )
+)
+CORRECT.append(
+    (
+        "4.1",
+        "chunk and stack, reshape(-1)",
+        (
+            lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1),
+            lambda x: x.transpose(1, 2).reshape(x.shape[0], x.shape[2], -1),
+        ),
+    )
+)
+CORRECT.append(
+    (
+        "4.1",
+        "view with contiguous",
+        (
+            lambda x, h: x.view(x.shape[0], x.shape[1], h, -1).permute(0, 2, 1, 3),
+            lambda x: x.permute(0, 2, 1, 3).contiguous().view(x.shape[0], x.shape[2], -1),
+        ),
+    )
+)
 
 
 # ------------------------------------------------------------------ 4.2 parameter count
@@ -637,7 +700,21 @@ def _(d_model, num_heads, d_head, bias):
 # ------------------------------------------------------------------ 4.3 multi-head attention
 
 
-def _mha(x, in_w, in_b, out_w, out_b, num_heads, *, scale=None, merge=None, average=False, same_bias=False, out_transposed=False, softmax_dim=-1):
+def _mha(
+    x,
+    in_w,
+    in_b,
+    out_w,
+    out_b,
+    num_heads,
+    *,
+    scale=None,
+    merge=None,
+    average=False,
+    same_bias=False,
+    out_transposed=False,
+    softmax_dim=-1,
+):
     batch, T, d_model = x.shape
     d_head = d_model // num_heads
     if same_bias:
@@ -666,7 +743,15 @@ def _(x, in_w, in_b, out_w, out_b, num_heads):
 
 @wrong("4.3", "merge with permute(0, 2, 3, 1)", r"merge|head|order|feature")
 def _(x, in_w, in_b, out_w, out_b, num_heads):
-    return _mha(x, in_w, in_b, out_w, out_b, num_heads, merge=lambda h: h.permute(0, 2, 3, 1).reshape(h.shape[0], h.shape[2], -1))
+    return _mha(
+        x,
+        in_w,
+        in_b,
+        out_w,
+        out_b,
+        num_heads,
+        merge=lambda h: h.permute(0, 2, 3, 1).reshape(h.shape[0], h.shape[2], -1),
+    )
 
 
 @wrong("4.3", "the query bias for all three", r"bias")
@@ -807,7 +892,9 @@ class _Classifier53(nn.Module):
 
     def __init__(self, vocab_size, num_classes, d_model=32):
         super().__init__()
-        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=self.positional)
+        self.encoder = Encoder(
+            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=self.positional
+        )
         self.head = nn.Linear(d_model, num_classes)
 
     def forward(self, tokens, padding):
@@ -888,9 +975,30 @@ def _bag_accuracy(tokens, labels, key):
     return sum(max(c.values()) for c in groups.values()) / len(labels)
 
 
-WRONG.append(("5.4", "grouped by the token sum", lambda tokens, labels: _bag_accuracy(tokens, labels, sum), r"multiset|bag|order|group|sorted"))
-WRONG.append(("5.4", "grouped by the first three tokens", lambda tokens, labels: _bag_accuracy(tokens, labels, lambda r: tuple(r[:3])), r"multiset|bag|order|group|sorted"))
-WRONG.append(("5.4", "a percentage", lambda tokens, labels: 100 * _bag_accuracy(tokens, labels, lambda r: tuple(sorted(r))), r"fraction|percent|between 0 and 1"))
+WRONG.append(
+    (
+        "5.4",
+        "grouped by the token sum",
+        lambda tokens, labels: _bag_accuracy(tokens, labels, sum),
+        r"multiset|bag|order|group|sorted",
+    )
+)
+WRONG.append(
+    (
+        "5.4",
+        "grouped by the first three tokens",
+        lambda tokens, labels: _bag_accuracy(tokens, labels, lambda r: tuple(r[:3])),
+        r"multiset|bag|order|group|sorted",
+    )
+)
+WRONG.append(
+    (
+        "5.4",
+        "a percentage",
+        lambda tokens, labels: 100 * _bag_accuracy(tokens, labels, lambda r: tuple(sorted(r))),
+        r"fraction|percent|between 0 and 1",
+    )
+)
 
 
 def _distinct_labels(tokens, labels):
@@ -921,10 +1029,26 @@ CORRECT.append(("5.4", "torch.unique over sorted rows", _unique_rows))
 # ------------------------------------------------------------------ 5.5 add positions
 
 
-WRONG.append(("5.5", "table slice transposed", lambda e, table: e + table[: e.shape[1]].T, r"axis|shape|position|feature"))
-WRONG.append(("5.5", "positions on a middle axis", lambda e, table: e + table[: e.shape[1]][:, None, :], r"axis|shape|position|batch"))
+WRONG.append(
+    ("5.5", "table slice transposed", lambda e, table: e + table[: e.shape[1]].T, r"axis|shape|position|feature")
+)
+WRONG.append(
+    (
+        "5.5",
+        "positions on a middle axis",
+        lambda e, table: e + table[: e.shape[1]][:, None, :],
+        r"axis|shape|position|batch",
+    )
+)
 WRONG.append(("5.5", "the last T rows", lambda e, table: e + table[-e.shape[1] :], r"first|row|position 0|positions"))
-WRONG.append(("5.5", "sliced by the batch size", lambda e, table: e + table[: e.shape[0]][:, None, :], r"batch|axis|position|shape"))
+WRONG.append(
+    (
+        "5.5",
+        "sliced by the batch size",
+        lambda e, table: e + table[: e.shape[0]][:, None, :],
+        r"batch|axis|position|shape",
+    )
+)
 WRONG.append(("5.5", "multiplied", lambda e, table: e * table[: e.shape[1]], r"add|sum|plus"))
 WRONG.append(("5.5", "the mean position", lambda e, table: e + table[: e.shape[1]].mean(0), r"position|each|row"))
 CORRECT.append(("5.5", "unsqueeze and expand", lambda e, table: e + table[: e.shape[1]].unsqueeze(0).expand_as(e)))
@@ -1015,19 +1139,71 @@ def _cross(source_padding, T_out):
     return source_padding[:, None, :].expand(source_padding.shape[0], T_out, source_padding.shape[1])
 
 
-WRONG.append(("6.1", "future mask (True = blocked)", lambda sp, T: (torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), _cross(sp, T)), r"true|inverted|may attend|future|causal|triangle"))
-WRONG.append(("6.1", "cross mask axes swapped", lambda sp, T: (torch.ones(T, T, dtype=torch.bool).tril(), sp[:, :, None].expand(sp.shape[0], sp.shape[1], T)), r"shape|axis|t_out|t_in"))
-WRONG.append(("6.1", "cross mask not expanded", lambda sp, T: (torch.ones(T, T, dtype=torch.bool).tril(), sp[:, None, :]), r"shape|axis|t_out|expand"))
-WRONG.append(("6.1", "self mask the size of the source", lambda sp, T: (torch.ones(sp.shape[1], sp.shape[1], dtype=torch.bool).tril(), _cross(sp, T)), r"shape|t_out|size"))
-WRONG.append(("6.1", "cross mask inverted", lambda sp, T: (torch.ones(T, T, dtype=torch.bool).tril(), _cross(~sp, T)), r"padding|inverted|true"))
-CORRECT.append(("6.1", "arange comparison and repeat", lambda sp, T: (torch.arange(T)[None, :] <= torch.arange(T)[:, None], sp.unsqueeze(1).repeat(1, T, 1))))
+WRONG.append(
+    (
+        "6.1",
+        "future mask (True = blocked)",
+        lambda sp, T: (torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), _cross(sp, T)),
+        r"true|inverted|may attend|future|causal|triangle",
+    )
+)
+WRONG.append(
+    (
+        "6.1",
+        "cross mask axes swapped",
+        lambda sp, T: (torch.ones(T, T, dtype=torch.bool).tril(), sp[:, :, None].expand(sp.shape[0], sp.shape[1], T)),
+        r"shape|axis|t_out|t_in",
+    )
+)
+WRONG.append(
+    (
+        "6.1",
+        "cross mask not expanded",
+        lambda sp, T: (torch.ones(T, T, dtype=torch.bool).tril(), sp[:, None, :]),
+        r"shape|axis|t_out|expand",
+    )
+)
+WRONG.append(
+    (
+        "6.1",
+        "self mask the size of the source",
+        lambda sp, T: (torch.ones(sp.shape[1], sp.shape[1], dtype=torch.bool).tril(), _cross(sp, T)),
+        r"shape|t_out|size",
+    )
+)
+WRONG.append(
+    (
+        "6.1",
+        "cross mask inverted",
+        lambda sp, T: (torch.ones(T, T, dtype=torch.bool).tril(), _cross(~sp, T)),
+        r"padding|inverted|true",
+    )
+)
+CORRECT.append(
+    (
+        "6.1",
+        "arange comparison and repeat",
+        lambda sp, T: (torch.arange(T)[None, :] <= torch.arange(T)[:, None], sp.unsqueeze(1).repeat(1, T, 1)),
+    )
+)
 
 
 # ------------------------------------------------------------------ 6.2 decoder layer
 
 
-def _layer(layer, x, memory, *, causal="tril", cross_queries_from_memory=False, norm_inside=False, residual_of_norm=False,
-           one_norm=False, skip_ff=False, cross_mask=False):
+def _layer(
+    layer,
+    x,
+    memory,
+    *,
+    causal="tril",
+    cross_queries_from_memory=False,
+    norm_inside=False,
+    residual_of_norm=False,
+    one_norm=False,
+    skip_ff=False,
+    cross_mask=False,
+):
     T = x.shape[1]
     future = torch.ones(T, T, dtype=torch.bool).tril()
     mask = ~future if causal == "inverted" else future
@@ -1059,13 +1235,55 @@ def _layer(layer, x, memory, *, causal="tril", cross_queries_from_memory=False, 
     return x
 
 
-WRONG.append(("6.2", "causal mask inverted", lambda layer, x, m: _layer(layer, x, m, causal="inverted"), r"causal|future|mask|nan"))
-WRONG.append(("6.2", "cross-attention queries from the memory", lambda layer, x, m: _layer(layer, x, m, cross_queries_from_memory=True), r"cross|queries|memory|encoder"))
-WRONG.append(("6.2", "post-norm normalising only the sub-layer", lambda layer, x, m: _layer(layer, x, m, norm_inside=True), r"norm|residual"))
-WRONG.append(("6.2", "pre-norm residual adds the normalised input", lambda layer, x, m: _layer(layer, x, m, residual_of_norm=True), r"residual|norm"))
+WRONG.append(
+    (
+        "6.2",
+        "causal mask inverted",
+        lambda layer, x, m: _layer(layer, x, m, causal="inverted"),
+        r"causal|future|mask|nan",
+    )
+)
+WRONG.append(
+    (
+        "6.2",
+        "cross-attention queries from the memory",
+        lambda layer, x, m: _layer(layer, x, m, cross_queries_from_memory=True),
+        r"cross|queries|memory|encoder",
+    )
+)
+WRONG.append(
+    (
+        "6.2",
+        "post-norm normalising only the sub-layer",
+        lambda layer, x, m: _layer(layer, x, m, norm_inside=True),
+        r"norm|residual",
+    )
+)
+WRONG.append(
+    (
+        "6.2",
+        "pre-norm residual adds the normalised input",
+        lambda layer, x, m: _layer(layer, x, m, residual_of_norm=True),
+        r"residual|norm",
+    )
+)
 WRONG.append(("6.2", "norm1 everywhere", lambda layer, x, m: _layer(layer, x, m, one_norm=True), r"norm"))
-WRONG.append(("6.2", "forgot the feed-forward", lambda layer, x, m: _layer(layer, x, m, skip_ff=True), r"feed-forward|feed_forward|sub-layer"))
-WRONG.append(("6.2", "causal mask on the cross-attention too", lambda layer, x, m: _layer(layer, x, m, cross_mask=True), r"cross|mask|memory|causal|future"))
+WRONG.append(
+    (
+        "6.2",
+        "forgot the feed-forward",
+        lambda layer, x, m: _layer(layer, x, m, skip_ff=True),
+        r"feed-forward|feed_forward|sub-layer",
+    )
+)
+WRONG.append(
+    (
+        "6.2",
+        "causal mask on the cross-attention too",
+        lambda layer, x, m: _layer(layer, x, m, cross_mask=True),
+        r"cross|mask|memory|causal|future",
+    )
+)
 
 
 # ------------------------------------------------------------------ 6.3 does the model see the future?
@@ -1109,8 +1327,12 @@ def _only_next(changed, t, vocab_size):
     changed[:, t + 1] = (changed[:, t + 1] + 1) % vocab_size
 
 
-WRONG.append(("6.3", "+1 without wrapping around the vocabulary", _leak_test(_plus_one), r"vocab|wrap|% vocab_size|token"))
-WRONG.append(("6.3", "set the future to token 0", _leak_test(_set_to_zero), r"different|same token|unchanged|token 0|change"))
+WRONG.append(
+    ("6.3", "+1 without wrapping around the vocabulary", _leak_test(_plus_one), r"vocab|wrap|% vocab_size|token")
+)
+WRONG.append(
+    ("6.3", "set the future to token 0", _leak_test(_set_to_zero), r"different|same token|unchanged|token 0|change")
+)
 WRONG.append(("6.3", "compares the future outputs", _leak_test(_wrap, compare="future"), r"earlier|before|past|future"))
 WRONG.append(("6.3", "any output that moves", _leak_test(_wrap, compare="all"), r"earlier|before|past|causal|future"))
 WRONG.append(("6.3", "loop starts at the middle", _leak_test(_wrap, start=2), r"position|every|first|early"))
@@ -1120,21 +1342,55 @@ CORRECT.append(("6.3", "one token at a time, compare position t only", _leak_tes
 # ------------------------------------------------------------------ 6.4 position-wise feed-forward
 
 
-WRONG.append(("6.4", "GELU instead of ReLU", lambda x, W1, b1, W2, b2: F.gelu(x @ W1 + b1) @ W2 + b2, r"relu|activation"))
-WRONG.append(("6.4", "W1 transposed", lambda x, W1, b1, W2, b2: torch.relu(x @ W1.T + b1) @ W2.T + b2, SHAPE + r"|cannot be multiplied|transpos"))
-WRONG.append(("6.4", "softmax over the positions", lambda x, W1, b1, W2, b2: torch.softmax(x @ W1 + b1, dim=1) @ W2 + b2, r"position-wise|position|each token|relu"))
+WRONG.append(
+    ("6.4", "GELU instead of ReLU", lambda x, W1, b1, W2, b2: F.gelu(x @ W1 + b1) @ W2 + b2, r"relu|activation")
+)
+WRONG.append(
+    (
+        "6.4",
+        "W1 transposed",
+        lambda x, W1, b1, W2, b2: torch.relu(x @ W1.T + b1) @ W2.T + b2,
+        SHAPE + r"|cannot be multiplied|transpos",
+    )
+)
+WRONG.append(
+    (
+        "6.4",
+        "softmax over the positions",
+        lambda x, W1, b1, W2, b2: torch.softmax(x @ W1 + b1, dim=1) @ W2 + b2,
+        r"position-wise|position|each token|relu",
+    )
+)
 WRONG.append(("6.4", "no b2", lambda x, W1, b1, W2, b2: (x @ W1 + b1).clamp(min=0) @ W2, r"bias|b2"))
-WRONG.append(("6.4", "adds a residual", lambda x, W1, b1, W2, b2: x + torch.relu(x @ W1 + b1) @ W2 + b2, r"residual|x \+"))
-WRONG.append(("6.4", "returns the flattened positions", lambda x, W1, b1, W2, b2: torch.relu(x.reshape(-1, x.shape[-1]) @ W1 + b1) @ W2 + b2, SHAPE))
-CORRECT.append(("6.4", "reshape(-1, d) and back", lambda x, W1, b1, W2, b2: (torch.relu(x.reshape(-1, x.shape[-1]) @ W1 + b1) @ W2 + b2).reshape(x.shape)))
-CORRECT.append(("6.4", "F.linear with transposes", lambda x, W1, b1, W2, b2: F.linear(F.relu(F.linear(x, W1.T, b1)), W2.T, b2)))
+WRONG.append(
+    ("6.4", "adds a residual", lambda x, W1, b1, W2, b2: x + torch.relu(x @ W1 + b1) @ W2 + b2, r"residual|x \+")
+)
+WRONG.append(
+    (
+        "6.4",
+        "returns the flattened positions",
+        lambda x, W1, b1, W2, b2: torch.relu(x.reshape(-1, x.shape[-1]) @ W1 + b1) @ W2 + b2,
+        SHAPE,
+    )
+)
+CORRECT.append(
+    (
+        "6.4",
+        "reshape(-1, d) and back",
+        lambda x, W1, b1, W2, b2: (torch.relu(x.reshape(-1, x.shape[-1]) @ W1 + b1) @ W2 + b2).reshape(x.shape),
+    )
+)
+CORRECT.append(
+    ("6.4", "F.linear with transposes", lambda x, W1, b1, W2, b2: F.linear(F.relu(F.linear(x, W1.T, b1)), W2.T, b2))
+)
 
 
 # ------------------------------------------------------------------ 6.5 greedy decoding
 
 
-def _decode(*, replace_after_eos=True, stop_when_done=True, steps_extra=0, source_as_input=False, all_at_once=False,
-            pad=None):
+def _decode(
+    *, replace_after_eos=True, stop_when_done=True, steps_extra=0, source_as_input=False, all_at_once=False, pad=None
+):
     @torch.no_grad()
     def greedy(model, source, max_len, bos, eos):
         memory = model.encode(source)
@@ -1161,8 +1417,22 @@ def _decode(*, replace_after_eos=True, stop_when_done=True, steps_extra=0, sourc
 
 
 WRONG.append(("6.5", "keeps the model's tokens after EOS", _decode(replace_after_eos=False), r"eos"))
-WRONG.append(("6.5", "the source as the decoder's input", _decode(source_as_input=True), r"teacher forcing|own (output|prediction)|its own"))
-WRONG.append(("6.5", "all positions at once from BOS", _decode(all_at_once=True), r"teacher forcing|own (output|prediction)|its own|bos"))
+WRONG.append(
+    (
+        "6.5",
+        "the source as the decoder's input",
+        _decode(source_as_input=True),
+        r"teacher forcing|own (output|prediction)|its own",
+    )
+)
+WRONG.append(
+    (
+        "6.5",
+        "all positions at once from BOS",
+        _decode(all_at_once=True),
+        r"teacher forcing|own (output|prediction)|its own|bos",
+    )
+)
 WRONG.append(("6.5", "one step too many", _decode(steps_extra=1), r"max_len|length|steps"))
 WRONG.append(("6.5", "pads finished sequences with 0", _decode(pad=0), r"eos"))
 CORRECT.append(("6.5", "list of steps and inference_mode", _decode()))
@@ -1217,10 +1487,28 @@ def _mask_sum_keepdim_false(hidden, padding_mask):
 
 WRONG.append(("7.1", "all real tokens of the batch together", lambda h, m: h[m].mean(0), r"batch|shape|sentence|axis"))
 WRONG.append(("7.1", "count without keepdim", _mask_sum_keepdim_false, r"keepdim|axis|shape|broadcast|count"))
-WRONG.append(("7.1", "mask on the wrong axis", lambda h, m: (h * m.unsqueeze(1)).sum(1) / m.sum(1, keepdim=True), r"axis|shape|broadcast|mask"))
-WRONG.append(("7.1", "max pooling", lambda h, m: h.masked_fill(~m[..., None], float("-inf")).max(1).values, r"mean|average"))
-WRONG.append(("7.1", "the padding zeroed, then mean over T", lambda h, m: h.masked_fill(~m[..., None], 0).mean(1), r"padding|real tokens|divide|count"))
-CORRECT.append(("7.1", "masked_fill and sum", lambda h, m: h.masked_fill(~m.unsqueeze(-1), 0).sum(1) / m.sum(-1, keepdim=True)))
+WRONG.append(
+    (
+        "7.1",
+        "mask on the wrong axis",
+        lambda h, m: (h * m.unsqueeze(1)).sum(1) / m.sum(1, keepdim=True),
+        r"axis|shape|broadcast|mask",
+    )
+)
+WRONG.append(
+    ("7.1", "max pooling", lambda h, m: h.masked_fill(~m[..., None], float("-inf")).max(1).values, r"mean|average")
+)
+WRONG.append(
+    (
+        "7.1",
+        "the padding zeroed, then mean over T",
+        lambda h, m: h.masked_fill(~m[..., None], 0).mean(1),
+        r"padding|real tokens|divide|count",
+    )
+)
+CORRECT.append(
+    ("7.1", "masked_fill and sum", lambda h, m: h.masked_fill(~m.unsqueeze(-1), 0).sum(1) / m.sum(-1, keepdim=True))
+)
 
 
 # ------------------------------------------------------------------ 7.2 classification head
@@ -1294,18 +1582,51 @@ def _layer_scores(train_features, train_labels, valid_features, valid_labels, *,
     scores = []
     for layer in range(train_features.shape[1]):
         if fit == "both":
-            probe = train_linear_probe(torch.cat([train_features[:, layer], valid_features[:, layer]]), torch.cat([train_labels, valid_labels]))
+            probe = train_linear_probe(
+                torch.cat([train_features[:, layer], valid_features[:, layer]]), torch.cat([train_labels, valid_labels])
+            )
         else:
             probe = train_linear_probe(train_features[:, layer], train_labels)
         scores.append(probe_accuracy(probe, valid_features[:, layer], valid_labels))
     return scores
 
 
-WRONG.append(("7.3", "probes fitted on train and validation", lambda *a: int(torch.tensor(_layer_scores(*a, fit="both")).argmax()), r"validation|held-out|train"))
+WRONG.append(
+    (
+        "7.3",
+        "probes fitted on train and validation",
+        lambda *a: int(torch.tensor(_layer_scores(*a, fit="both")).argmax()),
+        r"validation|held-out|train",
+    )
+)
 WRONG.append(("7.3", "returned the accuracy", lambda *a: max(_layer_scores(*a)), r"index|int|layer"))
-WRONG.append(("7.3", "layer with the largest mean feature", lambda tf, tl, vf, vl: int(vf.mean(dim=(0, 2)).argmax()), r"probe|accura|valid"))
-WRONG.append(("7.3", "index from the end", lambda *a: len(_layer_scores(*a)) - 1 - int(torch.tensor(_layer_scores(*a)).argmax()), r"index|layer|count"))
-WRONG.append(("7.3", "indexing the examples instead of the layers", lambda tf, tl, vf, vl: max(range(tf.shape[1]), key=lambda i: probe_accuracy(train_linear_probe(tf[i], tl[: tf.shape[2]]), vf[i], vl[: vf.shape[2]])), r"axis|layer|shape|examples"))
+WRONG.append(
+    (
+        "7.3",
+        "layer with the largest mean feature",
+        lambda tf, tl, vf, vl: int(vf.mean(dim=(0, 2)).argmax()),
+        r"probe|accura|valid",
+    )
+)
+WRONG.append(
+    (
+        "7.3",
+        "index from the end",
+        lambda *a: len(_layer_scores(*a)) - 1 - int(torch.tensor(_layer_scores(*a)).argmax()),
+        r"index|layer|count",
+    )
+)
+WRONG.append(
+    (
+        "7.3",
+        "indexing the examples instead of the layers",
+        lambda tf, tl, vf, vl: max(
+            range(tf.shape[1]),
+            key=lambda i: probe_accuracy(train_linear_probe(tf[i], tl[: tf.shape[2]]), vf[i], vl[: vf.shape[2]]),
+        ),
+        r"axis|layer|shape|examples",
+    )
+)
 CORRECT.append(("7.3", "argmax over a tensor of accuracies", lambda *a: int(torch.tensor(_layer_scores(*a)).argmax())))
 
 

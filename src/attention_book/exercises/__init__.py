@@ -12,12 +12,12 @@ Exercises live in one module per chapter (``chapter01.py``, ...), each calling
 from __future__ import annotations
 
 from ._core import (
-    CheckResult,
     FAIL_MARK,
     NOT_IMPLEMENTED,
     PASS_MARK,
     REGISTRY,
     RESULTS,
+    CheckResult,
     Exercise,
     ExerciseFailure,
     Inconclusive,
@@ -28,11 +28,11 @@ from ._core import (
     diagnose,
     get,
     load_all,
-    random_generator,
-    register,
     name_sizes,
     probe_pair,
     probe_tensor,
+    random_generator,
+    register,
     require_tensor_like,
     summary,
     worst_row_sum,

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import io
 import math
 import pkgutil
 import re
@@ -195,10 +194,6 @@ def get(exercise_id: str) -> Exercise:
 
 def _sort_key(exercise_id: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else 0 for part in exercise_id.split("."))
-
-
-def _raised_not_implemented(error: BaseException) -> bool:
-    return isinstance(error, NotImplementedError)
 
 
 class CheckResult:
@@ -620,7 +615,9 @@ def _axes_story(got: tuple[int, ...], expected: tuple[int, ...], axes: tuple[str
         if len(names) > 1:
             return f"{' or '.join(names)} {size}"
         named = _SIZE_NAMES.get(size)
-        return f"{named} {size}" if named else f"{size} (no axis of the answer has this size)"
+        if named:
+            return f"{named} {size}"
+        return "1 (an axis of size 1, which only broadcasts)" if size == 1 else f"{size} (no axis the exercise wants has this size)"
 
     described = [holds(size) for size in got]
     missing = [name for name, size in zip(axes, expected) if not any(name in item for item in described)]

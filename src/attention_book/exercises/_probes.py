@@ -107,12 +107,22 @@ def softmax_probe(weights_of: Callable, d: int = 4) -> Callable:
 
 
 def _describe_divisors(
-    d_small: int, D_small: float, d_large: int, D_large: float, sizes: dict[str, float], sizes_large: dict[str, float] | None = None
+    d_small: int,
+    D_small: float,
+    d_large: int,
+    D_large: float,
+    sizes: dict[str, float],
+    sizes_large: dict[str, float] | None = None,
 ) -> str:
-    close = lambda a, b: abs(a - b) < 2e-3 * max(abs(b), 1e-9)  # noqa: E731
+    close = lambda a, b: abs(a - b) < 2e-3 * max(abs(b), 1e-9)
     for name, value in sizes.items():  # another size of the inputs that grows with d_k (d_model, say)
         large = (sizes_large or {}).get(name)
-        if large is not None and large != value and close(D_small, math.sqrt(value)) and close(D_large, math.sqrt(large)):
+        if (
+            large is not None
+            and large != value
+            and close(D_small, math.sqrt(value))
+            and close(D_large, math.sqrt(large))
+        ):
             return f"that is sqrt({name}) = sqrt({value:g}) and sqrt({large:g}): divide by sqrt(d_k), the size of a query and key"
     if close(D_small, 1.0) and close(D_large, 1.0):
         return "the scores are not scaled at all: divide them by sqrt(d_k)"
@@ -130,7 +140,9 @@ def _describe_divisors(
     return "divide by sqrt(d_k), once"
 
 
-def scale_probe(weights_of: Callable, sizes: Callable[[int], dict[str, float]] | None = None, dims: tuple[int, int] = (4, 16)) -> Callable:
+def scale_probe(
+    weights_of: Callable, sizes: Callable[[int], dict[str, float]] | None = None, dims: tuple[int, int] = (4, 16)
+) -> Callable:
     """Same dot products at two d_k: the divisor the weights imply must be sqrt(d_k) at both."""
 
     def probe(answer) -> str | None:
@@ -142,7 +154,9 @@ def scale_probe(weights_of: Callable, sizes: Callable[[int], dict[str, float]] |
                 raise Inconclusive("not a softmax")
             implied.append(2.0 / math.log(A[1] / A[0]))
         (d_small, d_large), (D_small, D_large) = dims, implied
-        if abs(D_small - math.sqrt(d_small)) < 2e-3 * math.sqrt(d_small) and abs(D_large - math.sqrt(d_large)) < 2e-3 * math.sqrt(d_large):
+        if abs(D_small - math.sqrt(d_small)) < 2e-3 * math.sqrt(d_small) and abs(
+            D_large - math.sqrt(d_large)
+        ) < 2e-3 * math.sqrt(d_large):
             return None
         known = {**(sizes(d_small) if sizes else {}), "T, the number of keys": 3, "the number of queries": 2}
         known_large = {**(sizes(d_large) if sizes else {}), "T, the number of keys": 3, "the number of queries": 2}

@@ -418,7 +418,7 @@ def _one_query_weights_of(answer, Q, K):
 def _pair_order_probe(answer):
     query, keys = _randn(41, 4), _randn(42, 5, 4)
     first, second = (probe_tensor(t, (5,)) for t in probe_pair(answer(query, keys)))
-    sums_to_one = lambda t: bool((t >= 0).all() and abs(float(t.sum()) - 1) < 1e-4)  # noqa: E731
+    sums_to_one = lambda t: bool((t >= 0).all() and abs(float(t.sum()) - 1) < 1e-4)
     if sums_to_one(first) and not sums_to_one(second):
         return (
             f"the first tensor you return is positive and sums to 1 ({float(first.sum()):.3f}) and the second does not: "

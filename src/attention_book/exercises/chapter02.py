@@ -564,7 +564,7 @@ _EXTRA = 3  # d_model = d_k + 3 in the probes, so that sqrt(d_model) is not sqrt
 def _head_inputs(Q: torch.Tensor, K: torch.Tensor, d_v: int = 2):
     """Tokens and matrices whose projections are Q and K exactly: x = [Q, 0], W_Q = W_K = [I; 0]."""
     d = Q.shape[1]
-    pad = lambda X: torch.cat([X, torch.zeros(X.shape[0], _EXTRA)], dim=1)  # noqa: E731
+    pad = lambda X: torch.cat([X, torch.zeros(X.shape[0], _EXTRA)], dim=1)
     W = torch.cat([torch.eye(d), torch.zeros(_EXTRA, d)], dim=0)  # (d_model, d_k)
     W_V = _randn(51, d + _EXTRA, d_v)
     return pad(Q), pad(K), W.clone(), W.clone(), W_V

@@ -18,7 +18,22 @@ from ..attention import causal_mask
 from ..layers import DecoderLayer
 from ..multihead import MultiHeadAttention
 from ..transformer import LanguageModel
-from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register, require_tensor_like
+from ._core import (
+    ExerciseFailure,
+    Inconclusive,
+    Mistake,
+    Property,
+    add_properties,
+    call,
+    diagnose,
+    name_sizes,
+    probe_from_check,
+    probe_pair,
+    probe_tensor,
+    random_generator,
+    register,
+    require_tensor_like,
+)
 
 # ---------------------------------------------------------------------------------
 # 6.1 The two masks of a decoder layer
@@ -97,6 +112,7 @@ def _check_decoder_masks(answer) -> None:
     for lengths, width, T in cases:
         padding = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]  # (batch, T_in)
         where = f"(sources of lengths {lengths} padded to T_in={width}, T_out={T})"
+        name_sizes(batch=len(lengths), T_in=width, T_out=T)
         self_mask, cross_mask = _pair_of_masks(call(answer, padding.clone(), T), f"for sources {where}")
         expected_self, expected_cross = _decoder_masks_solution(padding, T)
         for got, name in ((self_mask, "self_mask"), (cross_mask, "cross_mask")):
@@ -108,8 +124,8 @@ def _check_decoder_masks(answer) -> None:
                 f"positions and the keys (columns) the T_in source tokens, so it should be {tuple(expected_cross.shape)}; "
                 "the source padding masks the columns: source_padding[:, None, :]"
             )
-        require_tensor_like(self_mask, expected_self, f"self_mask {where}")
-        require_tensor_like(cross_mask, expected_cross, f"cross_mask {where}")
+        require_tensor_like(self_mask, expected_self, f"self_mask {where}", axes=("query (T_out)", "key (T_out)"))
+        require_tensor_like(cross_mask, expected_cross, f"cross_mask {where}", axes=("batch", "query (T_out)", "key (T_in)"))
         _check_boolean(self_mask, f"self_mask {where}")
         _check_boolean(cross_mask, f"cross_mask {where}")
         diagnose(
@@ -254,6 +270,7 @@ def _check_decoder_layer(answer) -> None:
     d_model, heads = 16, 4
     T_out = int(torch.randint(4, 7, (), generator=generator))
     T_in = T_out + int(torch.randint(1, 4, (), generator=generator))
+    name_sizes(batch=2, d_model=d_model, **{"T_out (the decoder's positions)": T_out, "T_in (the memory's positions)": T_in})
     for norm_first in (False, True):
         layer = _random_layer(norm_first, generator, d_model, heads)
         x = torch.randn(2, T_out, d_model, generator=generator)
@@ -415,6 +432,7 @@ def _future_cases(generator: torch.Generator) -> tuple[list, torch.Tensor, int]:
             ("a two-layer ab.LanguageModel built with causal=False", LanguageModel(vocab_size, 16, 2, 32, 2, max_len=T, causal=False).eval(), True),
         ]
     tokens = torch.randint(0, vocab_size, (1, T), generator=generator)
+    tokens[0, T - 1] = vocab_size - 1  # the last token id: a change that does not wrap around leaves the vocabulary
     return cases, tokens, vocab_size
 
 
@@ -584,8 +602,9 @@ class _ScriptedModel(nn.Module):
     """A stand-in encoder-decoder whose next token is a fixed function of the source and the prefix.
 
     The token after a prefix is ``3 + (7 * source_sum + 5 * prefix_sum + 3 * len) % (vocab - 3)``,
-    except that sequence b says EOS (2) once its prefix has ``stop[b]`` tokens (BOS included); a
-    decoder that does not read its own output, reads the wrong position, or ignores EOS gets other tokens.
+    except that sequence b says EOS (2) when its prefix has exactly ``stop[b]`` tokens (BOS included) and never
+    again; a decoder that does not read its own output, reads the wrong position, or keeps reading the model
+    after EOS (instead of writing EOS) gets other tokens.
     """
 
     def __init__(self, stop: list[int], vocab_size: int = 11):
@@ -604,8 +623,8 @@ class _ScriptedModel(nn.Module):
         for b in range(batch):
             for i in range(t):
                 prefix = generated[b, : i + 1]
-                if len(prefix) >= self.stop[b]:
-                    token = 2
+                if len(prefix) == self.stop[b]:  # EOS once; after it the model says other tokens (never EOS again),
+                    token = 2  # so a decoder that keeps reading the model after EOS shows
                 else:
                     token = 3 + int(7 * source_sum[b] + 5 * prefix.sum() + 3 * len(prefix)) % (self.vocab_size - 3)
                 logits[b, i, token] = 1.0
@@ -796,6 +815,7 @@ def _check_accuracy(answer) -> None:
     d, classes = 6, 3
     # Batches of unequal sizes (the last one a single example), so that a mean of batch accuracies is off.
     sizes = [16, 9, 1]
+    name_sizes(batch=sizes[0], classes=classes, d=d)
     for start_in_training in (True, False):
         model = _WatchedModel(d, classes, generator)
         model.train(start_in_training)
@@ -834,8 +854,8 @@ def _check_accuracy(answer) -> None:
         if not isinstance(result, (int, float)) or isinstance(result, bool):
             raise ExerciseFailure(f"your function returned {result!r}; return the accuracy, a float between 0 and 1")
         batch_mean = sum(float((model.linear(x).argmax(-1) == y).float().mean()) for x, y in batches) / len(batches)
-        if abs(result - expected) > 1e-9:
-            if abs(result - batch_mean) < 1e-9:
+        if abs(result - expected) > 1e-6:  # a float32 mean (torch) is right too
+            if abs(result - batch_mean) < 1e-6:
                 raise ExerciseFailure(
                     f"you averaged the accuracies of the batches ({sizes} examples): a batch of 1 then counts as much "
                     "as one of 16. Count the correct predictions and divide by the number of examples"
@@ -854,5 +874,458 @@ register(
         Mistake("mode not restored", _accuracy_not_restored, "restore the mode it HAD"),
         Mistake("always back to train()", _accuracy_always_back_to_train, "restore the mode it HAD"),
         Mistake("mean of batch accuracies", _accuracy_mean_of_batches, "you averaged the accuracies of the batches"),
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------
+# Properties (see _core's docstring): what an answer breaks, probed one idea at a time.
+
+
+def _masks_for(answer, lengths=(4, 2), T_in=4, T_out=5):
+    padding = torch.arange(T_in)[None, :] < torch.tensor(lengths)[:, None]
+    self_mask, cross_mask = probe_pair(answer(padding.clone(), T_out))
+    if not (isinstance(self_mask, torch.Tensor) and self_mask.dtype == torch.bool and isinstance(cross_mask, torch.Tensor) and cross_mask.dtype == torch.bool):
+        raise Inconclusive("the checker names the dtype")
+    return padding, probe_tensor(self_mask, (T_out, T_out)).bool(), probe_tensor(cross_mask, (len(lengths), T_out, T_in)).bool()
+
+
+def _causal_self_mask_probe(answer):
+    _, self_mask, _ = _masks_for(answer)
+    T = self_mask.shape[0]
+    for i in range(T):
+        for j in range(T):
+            if bool(self_mask[i, j]) != (j <= i):
+                allowed = "may" if self_mask[i, j] else "may not"
+                return (
+                    f"in your self_mask (T_out = {T}) query {i} {allowed} attend to key {j}: True means 'may attend', and "
+                    "position i may see itself and every earlier position, j <= i (the lower triangle with its diagonal), "
+                    "never a later one"
+                )
+    return None
+
+
+def _cross_mask_probe(answer):
+    padding, _, cross_mask = _masks_for(answer)
+    for b in range(padding.shape[0]):
+        for i in range(cross_mask.shape[1]):
+            for j in range(padding.shape[1]):
+                if bool(cross_mask[b, i, j]) != bool(padding[b, j]):
+                    what = "a padded" if not padding[b, j] else "a real"
+                    allowed = "may" if cross_mask[b, i, j] else "may not"
+                    return (
+                        f"in your cross_mask, output position {i} of sentence {b} {allowed} read source token {j}, {what} token: "
+                        "the whole source is known before decoding, so every output position may read every REAL source "
+                        "token and no padded one (cross_mask[b, i, j] = source_padding[b, j])"
+                    )
+    return None
+
+
+add_properties(
+    "6.1",
+    [
+        Property("the causal self-attention mask (query i sees keys j <= i)", _causal_self_mask_probe),
+        Property("the cross-attention mask (every output position reads every real source token)", _cross_mask_probe),
+    ],
+)
+
+
+def _probe_layer(norm_first: bool, seed: int = 71) -> DecoderLayer:
+    return _random_layer(norm_first, torch.Generator().manual_seed(seed), 16, 4)
+
+
+def _layer_run(answer, layer, x, memory):
+    with torch.no_grad():
+        return probe_tensor(answer(layer, x.clone(), memory.clone()), tuple(x.shape))
+
+
+def _memory_order_probe(answer):
+    generator = torch.Generator().manual_seed(72)
+    x, memory = torch.randn(2, 5, 16, generator=generator), torch.randn(2, 5, 16, generator=generator)
+    for norm_first in (False, True):
+        layer = _probe_layer(norm_first)
+        got = _layer_run(answer, layer, x, memory)
+        again = _layer_run(answer, layer, x, memory.flip(1))
+        if not torch.allclose(got, again, atol=1e-5):
+            return (
+                f"reversing the order of the memory's {memory.shape[1]} positions moved the output by up to "
+                f"{float((got - again).abs().max()):.3g}: the cross-attention's queries come from the decoder (h), its keys and values "
+                "from the whole memory, unmasked and in any order: layer.cross_attn(h, memory, memory)"
+            )
+    return None
+
+
+def _layer_causality_probe(answer):
+    generator = torch.Generator().manual_seed(73)
+    x, memory = torch.randn(2, 6, 16, generator=generator), torch.randn(2, 4, 16, generator=generator)
+    for norm_first in (False, True):
+        layer = _probe_layer(norm_first)
+        got = _layer_run(answer, layer, x, memory)
+        changed = x.clone()
+        changed[:, 3:] = torch.randn(2, 3, 16, generator=generator)
+        again = _layer_run(answer, layer, changed, memory)
+        if torch.isnan(got).any():
+            return "the output contains nan: a query whose every key is masked gets 0/0; True in the causal mask means 'may attend' (the lower triangle)"
+        moved = float((again[:, :3] - got[:, :3]).abs().max())
+        if moved > 1e-5:
+            return (
+                f"changing the decoder's tokens 3 to 5 moved the outputs at positions 0 to 2 by up to {moved:.3g}: the "
+                "self-attention must be causal, mask=causal_mask(T_out) (True on and below the diagonal)"
+            )
+    return None
+
+
+def _silence(layer: DecoderLayer, keep_feed_forward: bool = False) -> DecoderLayer:
+    """Switch sub-layers off: their last linear map (and its bias) zero, so they output 0."""
+    with torch.no_grad():
+        for attention in (layer.self_attn, layer.cross_attn):
+            for module in attention.modules():
+                if isinstance(module, nn.Linear) and module.out_features == 16 and module is list(
+                    m for m in attention.modules() if isinstance(m, nn.Linear)
+                )[-1]:
+                    module.weight.zero_()
+                    if module.bias is not None:
+                        module.bias.zero_()
+        if not keep_feed_forward:
+            last = [m for m in layer.feed_forward.modules() if isinstance(m, nn.Linear)][-1]
+            last.weight.zero_()
+            last.bias.zero_()
+    return layer
+
+
+def _residual_probe(answer):
+    generator = torch.Generator().manual_seed(74)
+    x, memory = 3.0 * torch.randn(2, 4, 16, generator=generator) + 1.0, torch.randn(2, 5, 16, generator=generator)
+    for norm_first in (False, True):
+        layer = _silence(_probe_layer(norm_first))
+        with torch.no_grad():
+            if norm_first:
+                expected, rule = x.double(), "x + sublayer(norm(x)) three times, which gives x back"
+            else:
+                expected = layer.norm3(layer.norm2(layer.norm1(x))).double()
+                rule = "norm(x + sublayer(x)) three times, which gives norm3(norm2(norm1(x)))"
+        got = _layer_run(answer, layer, x, memory)
+        if torch.allclose(got, expected, atol=1e-4):
+            continue
+        kind = "pre-norm (norm_first=True)" if norm_first else "post-norm (norm_first=False)"
+        if torch.allclose(got, torch.zeros_like(got), atol=1e-5) or (not norm_first and torch.allclose(got, layer.norm3(torch.zeros_like(x)).double(), atol=1e-4)):
+            detail = "the input does not come through at all: the residual connections are missing"
+        elif norm_first and torch.allclose(got, layer.norm3(layer.norm2(layer.norm1(x))).double(), atol=1e-4):
+            detail = "yours normalises the running x itself; in pre-norm only the sub-layer's INPUT is normalised, x = x + sublayer(norm(x))"
+        elif not norm_first and torch.allclose(got, layer.norm2(layer.norm1(x)).double(), atol=1e-4):
+            detail = "yours ends after norm2: the third sub-layer, the feed-forward with its residual and norm3, is missing"
+        elif not norm_first and torch.allclose(got, layer.norm1(layer.norm1(layer.norm1(x))).double(), atol=1e-4):
+            detail = "yours uses norm1 three times: each sub-layer has its own norm, norm1, norm2 and norm3 in this order"
+        elif not norm_first and torch.allclose(got, x.double(), atol=1e-4):
+            detail = "yours gives x back unnormalised: in post-norm the norm comes after the addition, x = norm(x + sublayer(x))"
+        else:
+            detail = (
+                f"yours differs by up to {float((got - expected).abs().max()):.3g}: each sub-layer adds its output to its own input "
+                "(the residual), and the norms are norm1, norm2, norm3 in this order"
+            )
+        return f"with every sub-layer switched off (its output weights zero), a {kind} layer must compute {rule}; {detail}"
+    return None
+
+
+def _feed_forward_reaches_probe(answer):
+    generator = torch.Generator().manual_seed(75)
+    x, memory = torch.randn(2, 4, 16, generator=generator), torch.randn(2, 5, 16, generator=generator)
+    for norm_first in (False, True):
+        layer = _silence(_probe_layer(norm_first), keep_feed_forward=True)
+        with torch.no_grad():
+            if norm_first:
+                expected = x + layer.feed_forward(layer.norm3(x))
+            else:
+                h = layer.norm2(layer.norm1(x))
+                expected = layer.norm3(h + layer.feed_forward(h))
+        got = _layer_run(answer, layer, x, memory)
+        if not torch.allclose(got, expected.double(), atol=1e-4):
+            return (
+                "with both attentions switched off, the output must still carry the feed-forward sub-layer (norm3 and "
+                f"layer.feed_forward, the third sub-layer); yours differs by up to {float((got - expected.double()).abs().max()):.3g}"
+            )
+    return None
+
+
+add_properties(
+    "6.2",
+    [
+        Property("the cross-attention reads the memory (its keys and values, in any order)", _memory_order_probe),
+        Property("causality (no output position sees a later decoder token)", _layer_causality_probe),
+        Property("the residual connections and the norms' places", _residual_probe),
+        Property("the feed-forward sub-layer", _feed_forward_reaches_probe),
+    ],
+)
+
+
+class _RecordingModel(nn.Module):
+    """Reads tokens (1, T) -> (1, T, vocab); position t reads tokens 0..t, and token 1 too when ``leak`` (into 0).
+    Records whether any token it was given lies outside 0 .. vocab_size - 1 (and then reads it as clamped)."""
+
+    def __init__(self, vocab_size: int, T: int, leak: bool):
+        super().__init__()
+        allowed = causal_mask(T)
+        if leak:
+            allowed[0, 1] = True
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(76)
+            self.inner = _OneLayerModel(vocab_size, allowed).eval()
+        self.vocab_size = vocab_size
+        self.outside: list[int] = []
+
+    def forward(self, tokens):
+        bad = (tokens < 0) | (tokens >= self.vocab_size)
+        if bad.any():
+            self.outside.append(int(tokens[bad][0]))
+        return self.inner(tokens.clamp(0, self.vocab_size - 1))
+
+
+def _vocabulary_probe(answer):
+    vocab_size, T = 12, 6
+    tokens = torch.tensor([[3, 11, 5, 11, 0, 11]])
+    for leak in (True, False):
+        model = _RecordingModel(vocab_size, T, leak)
+        with torch.no_grad():
+            answer(model, tokens.clone(), vocab_size)
+        if model.outside:
+            return (
+                f"your test fed the model the token {model.outside[0]}, but token ids run from 0 to vocab_size - 1 = "
+                f"{vocab_size - 1} (an embedding has no row {model.outside[0]}): change a token with (token + 1) % vocab_size, "
+                "which wraps around the vocabulary"
+            )
+    return None
+
+
+def _changed_token_probe(answer):
+    vocab_size, T = 12, 6
+    tokens = torch.tensor([[3, 0, 0, 0, 0, 0]])
+    model = _RecordingModel(vocab_size, T, leak=True)
+    with torch.no_grad():
+        said = answer(model, tokens.clone(), vocab_size)
+    if isinstance(said, torch.Tensor) and said.numel() == 1:
+        said = bool(said)
+    if said is False:
+        return (
+            f"you missed a model in which position 0 reads token 1, on the tokens {tokens[0].tolist()}: a change that leaves a "
+            "token as it was (setting the later tokens to 0, when they are 0 already) shows nothing; make each changed token "
+            "differ from the original, e.g. (token + 1) % vocab_size"
+        )
+    return None
+
+
+add_properties(
+    "6.3",
+    [
+        Property("changed tokens stay in the vocabulary (0 .. vocab_size - 1)", _vocabulary_probe),
+        Property("a change must change the tokens (a different token at each changed position)", _changed_token_probe),
+    ],
+)
+
+
+def _ff_inputs(d: int = 4):
+    generator = torch.Generator().manual_seed(77)
+    return torch.randn(2, 5, d, generator=generator)
+
+
+def _ff_position_wise_probe(answer):
+    generator = torch.Generator().manual_seed(78)
+    x = _ff_inputs()
+    W1, W2 = torch.randn(4, 6, generator=generator), torch.randn(6, 4, generator=generator)
+    b1, b2 = torch.randn(6, generator=generator), torch.randn(4, generator=generator)
+    got = probe_tensor(answer(x.clone(), W1, b1, W2, b2), (2, 5, 4))
+    permutation = torch.tensor([3, 0, 4, 1, 2])
+    permuted = probe_tensor(answer(x[:, permutation].clone(), W1, b1, W2, b2), (2, 5, 4))
+    if torch.allclose(permuted, got[:, permutation], atol=1e-5):
+        return None
+    return (
+        "permuting the positions of x (order 3, 0, 4, 1, 2) did not just permute your outputs the same way (they moved by up "
+        f"to {float((permuted - got[:, permutation]).abs().max()):.3g}): the feed-forward is position-wise, each token's output "
+        "depends on that token alone (no softmax, mean or sum over the positions)"
+    )
+
+
+def _ff_formula_probe(answer):
+    x = _ff_inputs()
+    eye = torch.eye(4)
+    zero4 = torch.zeros(4)
+    got = probe_tensor(answer(x.clone(), eye, zero4, eye, zero4), (2, 5, 4))
+    relu = torch.relu(x).double()
+    if not torch.allclose(got, relu, atol=1e-5):
+        if torch.allclose(got, x.double() + relu, atol=1e-5):
+            return "with W1 = W2 = I and zero biases the feed-forward is relu(x), but yours is x + relu(x): the residual is added by the layer around it, not inside the feed-forward"
+        if torch.allclose(got, x.double(), atol=1e-5):
+            return "with W1 = W2 = I and zero biases the feed-forward is relu(x), but yours gives x back: the ReLU between the two linear maps is missing"
+        negative = x < 0
+        sample = float(x[negative][0])
+        return (
+            f"with W1 = W2 = I and zero biases the feed-forward is relu(x), but for an input of {sample:.3g} yours gives "
+            f"{float(got[negative][0]):.3g} (relu gives 0): use the ReLU, max(0, .), between the two layers"
+        )
+    b1 = torch.tensor([1.0, -1.0, 2.0, -2.0])
+    got = probe_tensor(answer(x.clone(), torch.zeros(4, 4), b1, eye, zero4), (2, 5, 4))
+    if not torch.allclose(got, torch.relu(b1).double().expand_as(got), atol=1e-5):
+        return f"with W1 = 0 the hidden layer is relu(b1) = {torch.relu(b1).tolist()} for every token (b1 = {b1.tolist()} is added BEFORE the ReLU); yours gives {[round(float(v), 3) for v in got[0, 0]]}"
+    b2 = torch.tensor([0.5, -1.5, 2.5, 0.0])
+    got = probe_tensor(answer(x.clone(), eye, zero4, torch.zeros(4, 4), b2), (2, 5, 4))
+    if not torch.allclose(got, b2.double().expand_as(got), atol=1e-5):
+        return f"with W2 = 0 every output is b2 = {b2.tolist()} (added after the second layer, no ReLU on it); yours gives {[round(float(v), 3) for v in got[0, 0]]}"
+    return None
+
+
+add_properties(
+    "6.4",
+    [
+        Property("position-wise (each token on its own)", _ff_position_wise_probe),
+        Property("the formula relu(x W1 + b1) W2 + b2, piece by piece", _ff_formula_probe),
+    ],
+)
+
+_BOS, _EOS = 1, 2
+
+
+class _ListeningModel(_ScriptedModel):
+    """The scripted model of 6.5, recording every decoder input it is given."""
+
+    def __init__(self, stop: list[int]):
+        super().__init__(stop)
+        self.inputs: list[torch.Tensor] = []
+
+    def decode(self, generated, memory, source_padding=None):
+        self.inputs.append(generated.clone())
+        return super().decode(generated, memory, source_padding)
+
+
+def _next_token(model: _ScriptedModel, source: torch.Tensor, b: int, prefix: list[int]) -> int:
+    """The scripted model's most likely token after ``prefix`` for sequence b (not recorded as an input)."""
+    saved, model.stop = model.stop, [model.stop[b]]
+    try:
+        return int(_ScriptedModel.decode(model, torch.tensor([prefix]), model.encode(source[b : b + 1]))[0, -1].argmax())
+    finally:
+        model.stop = saved
+
+
+def _greedy_run(answer, stop, max_len):
+    source = torch.tensor([[3, 4, 5, 6, 7], [9, 3, 8, 4, 6], [5, 5, 3, 10, 4]])[: len(stop)]
+    model = _ListeningModel(stop)
+    with torch.no_grad():
+        got = answer(model, source.clone(), max_len, _BOS, _EOS)
+    if not isinstance(got, torch.Tensor) or got.dim() != 2 or got.shape[0] != len(stop):
+        raise Inconclusive("the checker explains the type or shape")
+    return model, source, got.long()
+
+
+def _eos_probe(answer):
+    max_len = 7
+    stop = [3, 9, 5]  # sequence 0 says EOS after 2 tokens, sequence 1 never, sequence 2 after 4
+    model, source, got = _greedy_run(answer, stop, max_len)
+    for b in range(got.shape[0]):
+        row = got[b].tolist()
+        if _EOS in row:
+            first = row.index(_EOS)
+            later = [token for token in row[first + 1 :] if token != _EOS]
+            if later:
+                return (
+                    f"sequence {b} wrote EOS at step {first} and then {later[0]}: a sequence that has written EOS is finished, "
+                    "so every later position must be EOS, whatever the model predicts there (this model predicts other "
+                    "tokens after EOS); stop once every sequence has finished"
+                )
+    return None
+
+
+def _own_output_probe(answer):
+    max_len = 7
+    stop = [3, 9, 5]
+    model, source, got = _greedy_run(answer, stop, max_len)
+    for b in range(got.shape[0]):
+        row = got[b].tolist()
+        if row and row[0] == _BOS:
+            return "your output starts with BOS: return the generated tokens after it"
+        prefix = [_BOS]
+        for token in row:
+            if _EOS in prefix[1:]:
+                break
+            wanted = _next_token(model, source, b, prefix)
+            if token != wanted:
+                fed = [t for t in (x[b].tolist() for x in model.inputs) if t[: len(prefix)] != prefix[: len(t)]]
+                extra = (
+                    f"; the decoder was given {fed[0]}, which is not BOS followed by its own predictions (teacher forcing, or "
+                    "another input)" if fed else ""
+                )
+                return (
+                    f"for sequence {b} after BOS + your tokens {prefix[1:]} the model's most likely next token is {wanted}, but you "
+                    f"wrote {token}{extra}: greedy decoding feeds the model its own output, appends the prediction at the LAST "
+                    "position (logits[:, -1].argmax(-1)) and decodes again"
+                )
+            prefix.append(token)
+    return None
+
+
+def _length_probe(answer):
+    max_len = 7
+    for stop in ([3, 9, 5], [2, 3]):
+        model, source, got = _greedy_run(answer, stop, max_len)
+        finished = [min(s - 1, max_len) for s in stop]
+        wanted = min(max(finished), max_len)
+        if got.shape[1] != wanted:
+            return (
+                f"with max_len = {max_len} and sequences that finish after {finished} tokens, decoding should stop after "
+                f"{wanted} steps (when every sequence has written EOS, or at max_len), but your output has {got.shape[1]}"
+            )
+    return None
+
+
+add_properties(
+    "6.5",
+    [
+        Property("the model reads its own output (no teacher forcing)", _own_output_probe),
+        Property("after EOS, only EOS (a finished sequence stays finished)", _eos_probe),
+        Property("when to stop (every sequence finished, or max_len)", _length_probe),
+    ],
+)
+
+
+class _FractionModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(2, 3)
+        with torch.no_grad():
+            self.linear.weight.copy_(torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]]))
+            self.linear.bias.zero_()
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+def _fraction_of_examples_probe(answer):
+    generator = torch.Generator().manual_seed(79)
+    batches = []
+    for size in (8, 3, 1):
+        x = torch.randn(size, 2, generator=generator)
+        labels = torch.randint(0, 3, (size,), generator=generator)
+        batches.append((x, labels))
+    model = _FractionModel().eval()
+    with torch.no_grad():
+        hits = [int((model(x).argmax(-1) == y).sum()) for x, y in batches]
+    expected = sum(hits) / 12
+    result = answer(model, batches)
+    if isinstance(result, torch.Tensor) and result.numel() == 1:
+        result = result.item()
+    if not isinstance(result, (int, float)) or isinstance(result, bool):
+        raise Inconclusive("the checker names the type")
+    if abs(result - expected) <= 1e-6:
+        return None
+    if result > 1:
+        return f"you returned {result:.4g}, more than 1: an accuracy is the fraction of examples predicted right, between 0 and 1 ({sum(hits)} of 12 = {expected:.4g} here)"
+    return (
+        f"with batches of 8, 3 and 1 examples of which {hits} are predicted right, the accuracy is {sum(hits)} / 12 = {expected:.4g}; "
+        f"you returned {result:.4g}: count the correct predictions (argmax over the classes, the last axis) and divide by the number of examples"
+    )
+
+
+add_properties(
+    "6.6",
+    [
+        Property("the accuracy over all examples (correct predictions / examples)", _fraction_of_examples_probe),
+        Property("evaluation mode (eval() for the loop, no gradients, the mode given back)", probe_from_check(_check_accuracy)),
     ],
 )
