@@ -46,8 +46,8 @@ def test_layer_costs_count_vaswani_table_1_with_projections():
     assert costs["self-attention"] == {"multiply_adds": 3 * 128 * 64**2 + 2 * 128**2 * 64, "sequential_steps": 1, "path_length": 1}
     assert costs["simple RNN"] == {"multiply_adds": 2 * 128 * 64**2, "sequential_steps": 128, "path_length": 127}
     assert costs["LSTM"]["multiply_adds"] == 4 * costs["simple RNN"]["multiply_adds"] == 4_194_304
-    assert costs["convolution (k = 3)"] == {"multiply_adds": 3 * 128 * 64**2, "sequential_steps": 1, "path_length": 64}
-    assert layer_costs(1, 8)["convolution (k = 3)"]["path_length"] == 0
+    assert costs["convolution (kernel 3)"] == {"multiply_adds": 3 * 128 * 64**2, "sequential_steps": 1, "path_length": 64}
+    assert layer_costs(1, 8)["convolution (kernel 3)"]["path_length"] == 0
 
 
 def test_attention_is_cheaper_than_an_lstm_exactly_below_two_and_a_half_d():
@@ -73,5 +73,5 @@ def test_time_layers_gives_one_positive_time_per_layer_and_length():
     from attention_book.analysis.cost import time_layers
 
     seconds = time_layers([8, 16], d=4, repeats=2)
-    assert list(seconds) == ["self-attention", "simple RNN", "LSTM", "convolution (k = 3)"]
+    assert list(seconds) == ["self-attention", "simple RNN", "LSTM", "convolution (kernel 3)"]
     assert all(len(times) == 2 and min(times) > 0 for times in seconds.values())

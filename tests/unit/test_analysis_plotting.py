@@ -83,3 +83,13 @@ def test_plot_attention_grid_draws_one_colour_bar_for_the_shared_scale_when_aske
     figure = ab.plot_attention_grid(torch.rand(1, 2, 4, 4), list("abcd"), list("abcd"), colorbar=True)
     assert len(figure.axes) == 3 and figure.axes[-1].get_ylabel() == "attention weight"
     assert all(ax.images[0].get_clim() == (0.0, 1.0) for ax in figure.axes[:2])
+
+
+def test_plot_attention_writes_an_exact_zero_as_0_and_a_tiny_weight_as_0_00():
+    """Chapter 3's convention in every heatmap: a masked or sparse weight of exactly 0 reads differently."""
+    import torch
+
+    from attention_book.analysis.plotting import plot_attention
+
+    ax = plot_attention(torch.tensor([[1.0, 0.0], [0.999, 0.001]]), ["a", "b"], ["c", "d"])
+    assert [text.get_text() for text in ax.texts] == ["1.00", "0", "1.00", "0.00"]

@@ -49,8 +49,10 @@ def layer_costs(T: int, d: int, kernel_size: int = 3) -> dict[str, dict[str, int
       one step; path 1;
     - simple RNN: ``x_t W_x + h_(t-1) W_h`` at every step, ``2 T d^2``; T steps; path T - 1;
     - LSTM: the same for each of its four gates, ``8 T d^2``; T steps; path T - 1;
-    - convolution with kernel k (d channels in and out): ``k T d^2``; one step; a stack of
-      ``ceil((T - 1) / (k - 1))`` layers before the first token reaches the last.
+    - convolution whose kernel spans ``kernel_size`` tokens (d channels in and out):
+      ``kernel_size T d^2``; one step; a stack of ``ceil((T - 1) / (kernel_size - 1))``
+      layers before the first token reaches the last (Vaswani et al. call the kernel
+      width k; the book keeps k for keys).
 
     Biases and elementwise work (tanh, softmax, gates) are left out, as in the paper.
     """
@@ -61,7 +63,7 @@ def layer_costs(T: int, d: int, kernel_size: int = 3) -> dict[str, dict[str, int
         "self-attention": {"multiply_adds": 3 * T * d * d + 2 * T * T * d, "sequential_steps": 1, "path_length": 1},
         "simple RNN": {"multiply_adds": 2 * T * d * d, "sequential_steps": T, "path_length": T - 1},
         "LSTM": {"multiply_adds": 8 * T * d * d, "sequential_steps": T, "path_length": T - 1},
-        f"convolution (k = {kernel_size})": {
+        f"convolution (kernel {kernel_size})": {
             "multiply_adds": kernel_size * T * d * d,
             "sequential_steps": 1,
             "path_length": math.ceil((T - 1) / (kernel_size - 1)),
@@ -93,7 +95,7 @@ def time_layers(lengths: Sequence[int], d: int = 64, kernel_size: int = 3, repea
         "self-attention": attend,
         "simple RNN": lambda x: recurrent(x)[0],
         "LSTM": lambda x: lstm(x)[0],
-        f"convolution (k = {kernel_size})": lambda x: convolution(x.transpose(1, 2)),  # (1, d, T)
+        f"convolution (kernel {kernel_size})": lambda x: convolution(x.transpose(1, 2)),  # (1, d, T)
     }
     seconds: dict[str, list[float]] = {name: [] for name in layers}
     with torch.no_grad():

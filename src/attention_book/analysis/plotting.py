@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import torch
 
-from .formatting import to_numpy
+from .formatting import format_weight, to_numpy
 
 __all__ = ["ATTENTION_CMAP", "heatmap", "plot_attention", "plot_attention_grid"]
 
@@ -77,7 +77,9 @@ def plot_attention(
 ):
     """Heatmap of a (T_q, T_k) weight matrix: rows = queries, columns = keys. Returns the axes.
 
-    ``annotate`` writes each weight in its cell (default: when the matrix is at most 10 x 10).
+    ``annotate`` writes each weight in its cell (default: when the matrix is at most 10 x 10),
+    an exact zero (a mask, sparsemax, top-k) as ``0`` and a weight that only rounds to zero as
+    ``0.00``, as :func:`~attention_book.analysis.formatting.format_weight` prints them.
     """
     matrix = to_numpy(weights)
     if matrix.ndim == 1:
@@ -98,7 +100,7 @@ def plot_attention(
         top = vmax if vmax is not None else matrix.max()
         for i in range(rows):
             for j in range(columns):
-                ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                ax.text(j, i, format_weight(matrix[i, j]), ha="center", va="center", fontsize=8,
                         color="black" if matrix[i, j] > 0.6 * top else "white")
     return ax
 
