@@ -16,15 +16,16 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUILD_DIR := _build
 
-.PHONY: help setup book test lab exercises bench seeds clean node browser
+.PHONY: help setup book test lab exercises bench seeds study clean node browser
 
 help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
 	@echo "make test       run every test: unit, notebooks (nbval), exercises, site, browser"
-	@echo "make lab        open the chapters in JupyterLab"
+	@echo "make lab        open the chapters in JupyterLab (their Colab edition, notebooks/colab/)"
 	@echo "make exercises  regenerate notebooks/colab/ and notebooks/exercises/ from the chapters"
 	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
 	@echo "make seeds      train every seed of chapters 4 and 6 and store them in the package (minutes)"
+	@echo "make study      run chapter 7's transfer study and store it in the package (hours)"
 	@echo "make clean      remove the build, caches and the virtual environment"
 
 $(STAMP): pyproject.toml
@@ -70,8 +71,13 @@ test: $(STAMP) $(NODE_STAMP) browser
 # JupyterLab refuses to run as root (the usual user in a container) unless told it may.
 # tools/lab-settings turns on "save widget state", so a saved chapter reopens with its widgets' pictures;
 # tools/jupyter_server_config.py sends kernel messages to the browser without Nagle's delay (faster widgets).
+# It opens on notebooks/colab/, the Colab edition (make exercises writes it from the chapters):
+# JupyterLab renders CommonMark, not the chapters' MyST. jupyterlab-myst 2.7 was tried on chapter 1:
+# it folds the answers and links glossary terms, but shows each citation as its bare key
+# ("devlin2019bert") and marks the chapter modified on opening. The MyST chapters (to edit) and
+# the student notebooks (exercises/, also portable) are one folder up in the same file browser.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks --LabApp.app_settings_dir=$(CURDIR)/tools/lab-settings --config=$(CURDIR)/tools/jupyter_server_config.py $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	$(BIN)/jupyter lab notebooks --LabApp.default_url=/lab/tree/colab --LabApp.app_settings_dir=$(CURDIR)/tools/lab-settings --config=$(CURDIR)/tools/jupyter_server_config.py $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
@@ -80,6 +86,11 @@ bench: $(STAMP)
 # this trains every seed with the chapters' own cells and stores them (see tools/store_seed_runs.py).
 seeds: $(STAMP)
 	$(PY) tools/store_seed_runs.py
+
+# Chapter 7's transfer study, the whole grid (hours on a 2-core CPU), stored in the package where the
+# chapter reads it; parts of it and merging them: see tools/run_transfer_study.py.
+study: $(STAMP)
+	$(PY) tools/run_transfer_study.py
 
 clean:
 	rm -rf $(BUILD_DIR) $(VENV) node_modules .pytest_cache .hypothesis
