@@ -59,6 +59,19 @@ def test_chapter_1_bottleneck_figure_draws_a_mean_line_and_range_band_per_model_
         chapter01.plot_bottleneck([4, 8, 12, 16], torch.rand(2, 5, 3), 0.1, ["a", "b"])
 
 
+def test_chapter_1_influence_draws_median_and_range_on_a_log_axis_and_the_flow_names_every_step():
+    runs = {"recurrent layer": [[1e-1, 2e-1], [1e-3, 2e-3]], "attention": [[0.1, 0.05], [0.03, 0.02]]}
+    ax = chapter01.plot_influence([5, 10], runs, title="influence")
+    assert _labelled(ax) and ax.get_yscale() == "log" and len(ax.collections) == 2
+    assert list(ax.lines[0].get_ydata()) == pytest.approx([0.15, 0.0015])
+    with pytest.raises(ValueError, match="values for 2 lengths, but 3 lengths"):
+        chapter01.plot_influence([5, 10, 20], runs)
+    ax = chapter01.plot_attention_flow()
+    texts = " ".join(text.get_text() for text in ax.texts)
+    for step in ("$Q K^\\top$", "\\sqrt{d_k}", "Mask", "Softmax", "$A V$", "output $H$"):
+        assert step in texts, step
+
+
 def test_chapter_1_layer_costs_are_drawn_per_token_with_the_crossovers_marked():
     lengths = [16, 64, 256]
     costs = {"attention": [T * (3 + T) for T in lengths], "LSTM": [8 * T for T in lengths]}

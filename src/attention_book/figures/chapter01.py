@@ -15,7 +15,9 @@ from matplotlib.patches import Polygon
 from ..analysis.formatting import to_numpy
 
 __all__ = [
+    "plot_attention_flow",
     "plot_bottleneck",
+    "plot_influence",
     "plot_layer_costs",
     "plot_tokens_and_outputs",
     "plot_saturation",
@@ -181,4 +183,64 @@ def plot_layer_costs(lengths: Sequence[int], costs: dict[str, Sequence[float]], 
     ax.legend(fontsize=8, loc="upper left")
     if title:
         ax.set_title(title)
+    return ax
+
+
+def plot_influence(lengths: Sequence[int], runs: dict[str, Sequence[Sequence[float]]], ax=None, title: str | None = None):
+    """The first token's relative influence on the last output against T, on a log axis.
+
+    ``runs`` maps a layer's name to one list of values per length (one value per seed): the
+    line is the median over the seeds, the band their range.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
+    for (name, values), (marker, colour) in zip(runs.items(), (("o-", "#d62728"), ("s-", "#1f4e79"))):
+        values = np.asarray(values, dtype=float)  # (lengths, seeds)
+        if values.shape[0] != len(lengths):
+            raise ValueError(f"{name!r} has values for {values.shape[0]} lengths, but {len(lengths)} lengths were given")
+        ax.plot(lengths, np.median(values, axis=1), marker, color=colour, label=name)
+        ax.fill_between(lengths, values.min(axis=1), values.max(axis=1), color=colour, alpha=0.2, linewidth=0)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length T (tokens)")
+    ax.set_ylabel("first token's influence on the last output\n(relative to the last token's, log scale)")
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(fontsize=8, loc="lower left")
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plot_attention_flow(ax=None):
+    """A block diagram of scaled dot-product attention: Q, K, V -> scores -> scale -> mask -> softmax -> A V -> H.
+
+    Drawn from top to bottom as in Vaswani et al.'s Figure 2, each box labelled with what it
+    computes and the shape of its result.
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.2, 5.4), layout="constrained")
+    boxes = {  # name: (x, y, text)
+        "Q": (1.0, 6.0, "queries $Q$\n$(T_q,\\ d_k)$"),
+        "K": (3.0, 6.0, "keys $K$\n$(T_k,\\ d_k)$"),
+        "V": (4.6, 6.0, "values $V$\n$(T_k,\\ d_v)$"),
+        "scores": (2.0, 4.8, "MatMul: $Q K^\\top$\n$(T_q,\\ T_k)$"),
+        "scale": (2.0, 3.8, "Scale: $\\div \\sqrt{d_k}$"),
+        "mask": (2.0, 2.8, "Mask (optional): $-\\infty$\nwhere $M_{ij}$ is False"),
+        "softmax": (2.0, 1.8, "Softmax over each row\n$A$: $(T_q,\\ T_k)$"),
+        "mix": (3.4, 0.8, "MatMul: $A V$"),
+        "H": (3.4, -0.2, "output $H$\n$(T_q,\\ d_v)$"),
+    }
+    colours = {"Q": "#dce6f2", "K": "#dce6f2", "V": "#fbe5cc", "H": "#e2efda"}
+    for name, (x, y, text) in boxes.items():
+        ax.text(x, y, text, ha="center", va="center", fontsize=9,
+                bbox={"boxstyle": "round,pad=0.4", "facecolor": colours.get(name, "#f2f2f2"), "edgecolor": "#555555"})
+    arrows = [("Q", "scores"), ("K", "scores"), ("scores", "scale"), ("scale", "mask"), ("mask", "softmax"),
+              ("softmax", "mix"), ("V", "mix"), ("mix", "H")]
+    for start, end in arrows:
+        (x0, y0, _), (x1, y1, _) = boxes[start], boxes[end]
+        ax.annotate("", xy=(x1, y1 + 0.35), xytext=(x0, y0 - 0.35),
+                    arrowprops={"arrowstyle": "->", "color": "#333333", "lw": 1.2})
+    ax.set_xlim(-0.2, 5.4)
+    ax.set_ylim(-0.8, 6.6)
+    ax.axis("off")
+    ax.set_title("Scaled dot-product attention, step by step")
     return ax
