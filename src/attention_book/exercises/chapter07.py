@@ -21,7 +21,19 @@ from torch import nn
 from ..training.transfer import probe_accuracy, train_linear_probe
 from ..transformer import Encoder
 from ..transformer import mean_pool as reference_mean_pool
-from ._core import ExerciseFailure, Mistake, call, diagnose, random_generator, register
+from ._core import (
+    ExerciseFailure,
+    Inconclusive,
+    Mistake,
+    Property,
+    add_properties,
+    call,
+    diagnose,
+    name_sizes,
+    probe_tensor,
+    random_generator,
+    register,
+)
 
 # ---------------------------------------------------------------------------------
 # 7.1 Mean pooling with a padding mask
@@ -87,6 +99,7 @@ def _check_mean_pool(answer) -> None:
         padding_mask = torch.arange(T)[None, :] < lengths[:, None]  # (batch, T)
         hidden = torch.randn(batch, T, d, generator=generator)
         hidden = torch.where(padding_mask[..., None], hidden, hidden + 5.0)  # padding vectors: far from the rest
+        name_sizes(batch=batch, T=T, d=d)
         got = call(answer, hidden.clone(), padding_mask.clone())
         what = f"the pooled vectors for hidden of shape ({batch}, {T}, {d}) and sentence lengths {lengths.tolist()}"
         diagnose(
@@ -94,6 +107,7 @@ def _check_mean_pool(answer) -> None:
             reference_mean_pool(hidden, padding_mask),
             what,
             known_mistakes={hint: wrong(hidden, padding_mask) for hint, wrong in _POOLING_MISTAKES.items()},
+            axes=("batch", "feature"),
         )
     # Without any padding, mean pooling is the plain average.
     hidden = torch.randn(2, 5, 3, generator=generator)
@@ -287,14 +301,6 @@ def _trained_on_validation(train_features, train_labels, valid_features, valid_l
     return max(range(len(scores)), key=lambda i: scores[i])
 
 
-def _trained_on_validation_judged_on_training(train_features, train_labels, valid_features, valid_labels):
-    scores = [
-        probe_accuracy(train_linear_probe(valid_features[:, i], valid_labels), train_features[:, i], train_labels)
-        for i in range(valid_features.shape[1])
-    ]
-    return max(range(len(scores)), key=lambda i: scores[i])
-
-
 def _always_last_layer(train_features, train_labels, valid_features, valid_labels):
     return train_features.shape[1] - 1
 
@@ -416,3 +422,164 @@ register(
         Mistake("trained the probes on validation", _trained_on_validation, "trained the probes on the VALIDATION features"),
     ],
 )
+
+
+# ---------------------------------------------------------------------------------
+# Properties (see _core's docstring): what an answer breaks, probed one idea at a time.
+
+
+def _pooling_case():
+    """Sentence 0: real vectors 1 and 5, then padding at 100; sentence 1: real vectors 2, 4, 6, then padding at 100.
+    Every wrong pooling gives sentence 0 another number: mean 3, max 5, sum 6, sum / T 1.5, all four positions 51.5,
+    the first token 1, the padding 100, the sum over the batch's 5 real tokens 1.2."""
+    hidden = torch.tensor([[1.0, 5.0, 100.0, 100.0], [2.0, 4.0, 6.0, 100.0]])[..., None] * torch.tensor([1.0, -1.0, 0.5])
+    padding_mask = torch.tensor([[True, True, False, False], [True, True, True, False]])
+    return hidden, padding_mask
+
+
+def _mean_of_real_tokens_probe(answer):
+    hidden, padding_mask = _pooling_case()
+    got = probe_tensor(answer(hidden.clone(), padding_mask.clone()), (2, 3))
+    scale = torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64)
+    expected = torch.stack([3.0 * scale, 4.0 * scale])
+    if torch.allclose(got, expected, atol=1e-5):
+        return None
+    first = float(got[0, 0])
+    seen = {
+        5.0: "the largest of them (a max, not a mean)",
+        6.0: "their sum (divide by the number of real tokens, 2)",
+        1.5: "their sum divided by T = 4, the padding positions counted",
+        51.5: "the average of all four positions, padding included",
+        1.0: "the first token alone",
+        100.0: "the padding vectors: is the mask inverted? True marks a real token",
+        1.2: "their sum divided by the real tokens of the whole batch (5), not of this sentence",
+    }
+    what = next((text for value, text in seen.items() if abs(first - value) < 1e-5), f"{first:.4g}")
+    if abs(first - 3.0) < 1e-5:
+        what = f"the right mean 3 for sentence 0 but {float(got[1, 0]):.4g} for sentence 1 (real vectors 2, 4, 6: mean 4)"
+    return (
+        "sentence 0 has two real vectors, 1 and 5 (times (1, -1, 0.5)), then two padding vectors; its mean pooling is their "
+        f"average, 3; yours gives {what}. Sum the real tokens' vectors (weights padding_mask) and divide by each sentence's own count"
+    )
+
+
+add_properties("7.1", [Property("the mean over each sentence's real tokens", _mean_of_real_tokens_probe)])
+
+
+class _ScriptedEncoder(nn.Module):
+    """Token t -> the vector with t at every feature; records the padding mask it is given."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(d_model))
+        self.masks: list = []
+
+    def forward(self, tokens, padding_mask=None, *args, **kwargs):
+        self.masks.append(padding_mask)
+        return tokens.float()[..., None] * self.scale  # (batch, T, d_model)
+
+
+def _scripted_classifier(answer, d_model: int = 4):
+    encoder = _ScriptedEncoder(d_model)
+    model = answer(encoder, d_model, d_model)
+    head = _find_head(model, encoder, d_model, d_model)
+    with torch.no_grad():
+        head.weight.copy_(torch.eye(d_model))
+        head.bias.zero_()
+    model.eval()
+    return model, encoder
+
+
+def _classifier_inputs():
+    tokens = torch.tensor([[2, 4, 0, 0], [1, 3, 5, 7]])
+    return tokens, tokens != 0
+
+
+def _encoder_mask_probe(answer):
+    model, encoder = _scripted_classifier(answer)
+    tokens, padding_mask = _classifier_inputs()
+    with torch.no_grad():
+        model(tokens.clone(), padding_mask.clone())
+    given = encoder.masks[-1] if encoder.masks else None
+    if isinstance(given, torch.Tensor) and torch.equal(given.bool(), padding_mask):
+        return None
+    if isinstance(given, torch.Tensor) and torch.equal(given.bool(), ~padding_mask):
+        return "your model gives the encoder the inverted padding mask: True marks a REAL token; pass padding_mask itself"
+    return "your model calls the encoder without the padding mask: pass it, encoder(tokens, padding_mask), or the real tokens attend to the padding"
+
+
+def _classifier_pooling_probe(answer):
+    model, _ = _scripted_classifier(answer)
+    tokens, padding_mask = _classifier_inputs()
+    with torch.no_grad():
+        logits = probe_tensor(model(tokens.clone(), padding_mask.clone()), (2, 4))
+    if torch.allclose(logits[:, 0], torch.tensor([3.0, 4.0], dtype=torch.float64), atol=1e-5):
+        return None
+    if torch.allclose(logits.exp().sum(-1), torch.ones(2, dtype=torch.float64), atol=1e-4):
+        return "your outputs are log-probabilities (log_softmax): return the raw logits; F.cross_entropy applies the softmax itself"
+    if torch.allclose(logits.sum(-1), torch.ones(2, dtype=torch.float64), atol=1e-4) and (logits >= 0).all():
+        return "your outputs are probabilities (softmax): return the raw logits; F.cross_entropy applies the softmax itself"
+    first = float(logits[0, 0])
+    seen = {6.0: "their sum (divide by the number of real tokens)", 1.5: "an average over all 4 positions, padding included", 2.0: "the first token alone"}
+    what = next((text for value, text in seen.items() if abs(first - value) < 1e-5), f"{first:.4g}")
+    return (
+        "with an encoder that turns token t into the vector (t, t, t, t) and an identity head, sentence 0 (real tokens 2 and 4, "
+        f"then padding) must give the logits of their mean, 3; yours gives {what}: average the real tokens' vectors, then the head"
+    )
+
+
+add_properties(
+    "7.2",
+    [
+        Property("the encoder reads the padding mask", _encoder_mask_probe),
+        Property("mean pooling over the real tokens, then the head (raw logits)", _classifier_pooling_probe),
+    ],
+)
+
+
+def _layer_probe_data():
+    """Four layers: 0 a large signal in the training set that the validation set reverses (it fits the training set,
+    fails on new data, and has the largest features); 1 and 3 noise; 2 a class signal in both sets (the best)."""
+    generator = torch.Generator().manual_seed(81)
+    N, d = 40, 2
+    labels = [torch.arange(N) % 2 for _ in range(2)]
+    sets = []
+    for which, y in enumerate(labels):
+        sign = (2 * y - 1).float()[:, None]
+        flip = 1.0 if which == 0 else -1.0
+        trap = 10.0 * (0.3 * torch.randn(N, d, generator=generator) + flip * sign * torch.tensor([1.0, 1.0]))
+        signal_sign = sign.clone()
+        if which == 1:
+            signal_sign[:2] *= -1  # two validation examples against the rule: its best accuracy is 0.95, not 1 (a layer number)
+        signal = 0.5 * torch.randn(N, d, generator=generator) + 1.5 * signal_sign * torch.tensor([1.0, 0.0])
+        noise = [torch.randn(N, d, generator=generator) for _ in range(2)]
+        sets.append(torch.stack([trap, noise[0], signal, noise[1]], dim=1))  # (N, 4, d)
+    return sets[0], labels[0], sets[1], labels[1]
+
+
+_BEST_PROBE_LAYER = 2
+
+
+def _best_layer_probe(answer):
+    train, train_labels, valid, valid_labels = _layer_probe_data()
+    result = answer(train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
+    if isinstance(result, torch.Tensor) and result.numel() == 1:
+        result = result.item()
+    if isinstance(result, bool) or not (isinstance(result, numbers.Integral) or (isinstance(result, float) and result.is_integer())):
+        raise Inconclusive("the checker names the type")
+    chosen, best = int(result), _BEST_PROBE_LAYER
+    if chosen == best:
+        return None
+    if not 0 <= chosen < train.shape[1]:
+        return f"you chose layer {chosen}, but the features have layers 0 to {train.shape[1] - 1} (axis 1 of (examples, layers, features)), counted from 0"
+    probes = {layer: train_linear_probe(train[:, layer], train_labels) for layer in (chosen, best)}
+    fit = probe_accuracy(probes[chosen], train[:, chosen], train_labels)
+    held_out = {layer: probe_accuracy(probes[layer], valid[:, layer], valid_labels) for layer in (chosen, best)}
+    return (
+        f"you chose layer {chosen}, whose probe trained on the training features scores {fit:.2f} on them and "
+        f"{held_out[chosen]:.2f} on the validation features; layer {best}'s scores {held_out[best]:.2f} there. Train one probe "
+        "per layer on the TRAINING features and keep the layer with the highest VALIDATION accuracy"
+    )
+
+
+add_properties("7.3", [Property("the best layer by validation accuracy (probes trained on the training features)", _best_layer_probe)])
