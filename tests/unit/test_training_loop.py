@@ -163,8 +163,10 @@ def test_history_records_loss_validation_and_time_and_fit_leaves_the_model_in_ev
     assert isinstance(history, History) and history.steps == 30 and len(history.step_loss) == 30
     assert history.epoch == [1, 2, 3] and len(history.valid_metric) == 3 and history.seconds > 0
     assert not model.training
-    ax = history.plot()
+    ax = history.plot(metric="validation accuracy")
     assert ax.get_xlabel() == "step" and len(ax.figure.axes) == 2  # loss and, on the right, the metric
+    legend = ax.figure.axes[1].get_legend()
+    assert [text.get_text() for text in legend.get_texts()] == ["training loss", "validation accuracy"]
 
 
 def test_a_validation_target_stops_training_early():

@@ -5,6 +5,7 @@ module                    what it holds                                        c
 ========================  ===================================================  =======
 ``data.tasks``            the toy tasks, PAD/BOS/EOS/IGNORE, word-level ids    2, 4-6
 ``data.numbers``          number names: a character corpus, sampled lines      6
+``data.dates``            dates as people write them, to translate to ISO      6
 ``data.reviews``          Rotten Tomatoes snippets with seeded splits          7
 ``data.pieces``           word-piece vocabulary and BERT's masking             7
 ``data.batches``          batches of similar length, padding trimmed           7
@@ -14,6 +15,7 @@ Imports only floors 0 and 1 (model code), never analysis, figures, widgets or ex
 """
 
 from .batches import LengthBatches, index_batches, trim_padding
+from .dates import DATE_FORMATS, DateTask, field_spans, read_date, write_date
 from .pieces import MASK, SPECIAL_PIECES, UNK, PieceVocabulary, build_vocabulary, mask_tokens
 from .reviews import LABEL_NAMES, Reviews, TextSplit, load_reviews
 from .numbers import CharacterCorpus, is_number_name, number_words, sample_lines
@@ -33,6 +35,11 @@ from .tasks import (
 )
 
 __all__ = [
+    "DATE_FORMATS",
+    "DateTask",
+    "field_spans",
+    "read_date",
+    "write_date",
     "LengthBatches",
     "index_batches",
     "trim_padding",
