@@ -78,13 +78,6 @@ def _reads_characters(vocab: Vocabulary) -> bool:
     return " " in vocab.symbols and all(len(symbol) == 1 for symbol in vocab.symbols)
 
 
-def parse_source_or_none(text: str, vocab: Vocabulary, max_len: int) -> list[str] | None:
-    try:
-        return parse_source(text, vocab, max_len)
-    except WidgetInputError:
-        return None
-
-
 class DecodingStepper(AttentionWidget):
     """Step through greedy decoding of a trained encoder-decoder; see its self- and cross-attention.
 
