@@ -132,6 +132,16 @@ def test_chapter_3_threshold_sweep_score_and_loss_figures():
     assert len(figure.axes[0].lines) == 2
 
 
+def test_chapter_3_simplex_paths_put_each_weight_vector_in_the_triangle():
+    weights = torch.tensor([[1 / 3, 1 / 3, 1 / 3], [1.0, 0.0, 0.0]])
+    ax = chapter03.plot_simplex_paths({"sparsemax": weights}, ["a", "b", "c"], title="paths")
+    line = ax.lines[-1]
+    assert list(line.get_xdata()) == pytest.approx([0.5, 0.0]) and line.get_ydata()[1] == pytest.approx(0.0)
+    assert {"all on a", "all on b", "all on c", "uniform"} <= {text.get_text() for text in ax.texts}
+    with pytest.raises(ValueError, match="must sum to 1"):
+        chapter03.plot_simplex_paths({"x": torch.ones(2, 3)}, ["a", "b", "c"])
+
+
 # ---------------------------------------------------------------------------------
 # Chapter 4: the dependency parse, and accuracy by relation
 

@@ -21,6 +21,7 @@ __all__ = [
     "plot_beta_sweep",
     "plot_weight_against_score",
     "plot_losses",
+    "plot_simplex_paths",
     "METHOD_COLOURS",
     "METHOD_STYLES",
 ]
@@ -140,7 +141,7 @@ def plot_beta_sweep(
         entropies: method name -> (m,) entropy in nats at each beta.
         nonzero: method name -> (m,) number of non-zero weights at each beta.
         num_keys: n, for the reference lines ln n (uniform) and n (every key).
-        marks: betas to mark with thin vertical lines (e.g. those of a table above).
+        marks: betas to mark with thin dotted vertical lines, each labelled with its value.
         title: a title over both panels.
     """
     betas = to_numpy(betas).reshape(-1)
@@ -148,7 +149,10 @@ def plot_beta_sweep(
     for name, values in entropies.items():
         left.plot(betas, to_numpy(values), _style(name), color=_colour(name), label=name, linewidth=1.8)
     left.axhline(math.log(num_keys), color="grey", linewidth=0.8)
-    left.text(betas[0], math.log(num_keys), f" uniform: ln {num_keys} = {math.log(num_keys):.2f}", va="bottom", fontsize=8)
+    # Under the line at the right, where the curves have fallen away from it (above it, at the
+    # left, the label ran into the panel's title).
+    left.text(betas[-1], math.log(num_keys), f"uniform: ln {num_keys} = {math.log(num_keys):.2f} ", va="top", ha="right", fontsize=8)
+    left.set_ylim(-0.05, math.log(num_keys) * 1.12)
     left.axhline(0.0, color="grey", linewidth=0.8)
     left.set_ylabel("entropy of the weights (nats)")
     left.set_title("Entropy: spread of the weights", fontsize=10)
@@ -162,7 +166,9 @@ def plot_beta_sweep(
         ax.set_xscale("log")
         ax.set_xlabel(r"inverse temperature $\beta$ (log scale)")
         for mark in marks:
-            ax.axvline(mark, color="grey", linewidth=0.5, linestyle=":")
+            ax.axvline(mark, color="grey", linewidth=0.8, linestyle=":")
+            ax.annotate(f"β = {mark:g}", (mark, 0.5), xycoords=("data", "axes fraction"), xytext=(3, 0),
+                        textcoords="offset points", rotation=90, va="center", fontsize=8, color="dimgrey")
         ax.legend(fontsize=8, loc="best")
     if title:
         figure.suptitle(title)
@@ -231,3 +237,37 @@ def plot_losses(runs: Mapping[str, Mapping[str, Sequence[float]]], title: str | 
     if title:
         figure.suptitle(title)
     return figure
+
+
+def plot_simplex_paths(paths: Mapping[str, object], key_labels: Sequence[str], ax=None, title: str | None = None):
+    """Weight vectors over three keys as points of the probability triangle, one path per method.
+
+    ``paths`` maps a method's name to a (steps, 3) tensor of weights, e.g. softmax(beta * s) for
+    increasing beta. Each corner is one key (all the weight on it), each edge the weights that
+    leave out the opposite key, the centre the uniform weights.
+    """
+    corners = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, math.sqrt(3) / 2]])  # (3, 2)
+    if len(key_labels) != 3:
+        raise ValueError(f"the triangle has 3 corners, but {len(key_labels)} key labels were given")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.8, 4.4), layout="constrained")
+    ax.add_patch(plt.Polygon(corners, closed=True, facecolor="#f4f4f4", edgecolor="#777777"))
+    for corner, label, offset in zip(corners, key_labels, ((-6, -12), (6, -12), (0, 8))):
+        ax.annotate(f"all on {label}", corner, xytext=offset, textcoords="offset points", fontsize=9,
+                    ha="right" if offset[0] < 0 else "left" if offset[0] > 0 else "center")
+    ax.plot(*corners.mean(axis=0), "k+", markersize=8)
+    ax.annotate("uniform", corners.mean(axis=0), xytext=(5, -10), textcoords="offset points", fontsize=8)
+    for name, weights in paths.items():
+        weights = to_numpy(weights).reshape(-1, 3)
+        if not np.allclose(weights.sum(axis=1), 1.0, atol=1e-6):
+            raise ValueError(f"every row of {name!r} must sum to 1 (weights over three keys)")
+        points = weights @ corners  # (steps, 2)
+        ax.plot(points[:, 0], points[:, 1], _style(name), color=_colour(name), label=name, linewidth=2)
+    ax.set_aspect("equal")
+    ax.set_xlim(-0.25, 1.25)
+    ax.set_ylim(-0.15, 1.0)
+    ax.axis("off")
+    ax.legend(fontsize=8, loc="upper right")
+    if title:
+        ax.set_title(title, fontsize=10)
+    return ax
