@@ -100,6 +100,27 @@ def _pair(result, what: str):
     return result
 
 
+def _check_scores_and_weights_when_large(answer, generator: torch.Generator, d_k: int) -> None:
+    """Case 3 of 1.1: scores large enough to overflow exp() unless the largest is subtracted first."""
+    # Large scores, where exp() overflows unless the largest score is subtracted first. Key 2 is
+    # built so that its scaled score is exactly 1,000 (exp overflows float32 from about 88); the others
+    # are large too (about +-400), and keys 4 and 5 tie.
+    query = 20.0 * torch.randn(d_k, generator=generator)
+    keys = 20.0 * torch.randn(6, d_k, generator=generator)
+    keys[2] = query * 1000.0 * math.sqrt(d_k) / (query @ query)
+    keys[5] = keys[4]
+    scores, weights = _pair(call(answer, query, keys), "scores_and_weights")
+    weights = require_tensor_like(weights, torch.zeros(6), "the weight vector (with large scores)")
+    if not torch.isfinite(weights).all():
+        raise ExerciseFailure(
+            "the weights contain nan or inf when the scores are large (around 1,000): exp() overflowed. "
+            "Subtract the largest score before exp (the softmax does not change), or use torch.softmax"
+        )
+    expected_scores = attention_scores(query[None, :], keys)[0]
+    diagnose(scores, expected_scores, "the scores (with large scores)", rtol=1e-4, atol=1e-3)
+    diagnose(weights, softmax(expected_scores), "the weight vector (with large scores)")
+
+
 def _check_scores_and_weights(answer) -> None:
     generator = random_generator()
     # Case 1: a random query and keys of a random size.
@@ -153,23 +174,7 @@ def _check_scores_and_weights(answer) -> None:
             },
         )
         diagnose(weights, softmax(expected_scores), f"the weight vector ({what})")
-    # Case 3: large scores, where exp() overflows unless the largest score is subtracted first. Key 2 is
-    # built so that its scaled score is exactly 1,000 (exp overflows float32 from about 88); the others
-    # are large too (about +-400), and keys 4 and 5 tie.
-    query = 20.0 * torch.randn(d_k, generator=generator)
-    keys = 20.0 * torch.randn(6, d_k, generator=generator)
-    keys[2] = query * 1000.0 * math.sqrt(d_k) / (query @ query)
-    keys[5] = keys[4]
-    scores, weights = _pair(call(answer, query, keys), "scores_and_weights")
-    weights = require_tensor_like(weights, torch.zeros(6), "the weight vector (with large scores)")
-    if not torch.isfinite(weights).all():
-        raise ExerciseFailure(
-            "the weights contain nan or inf when the scores are large (around 1,000): exp() overflowed. "
-            "Subtract the largest score before exp (the softmax does not change), or use torch.softmax"
-        )
-    expected_scores = attention_scores(query[None, :], keys)[0]
-    diagnose(scores, expected_scores, "the scores (with large scores)", rtol=1e-4, atol=1e-3)
-    diagnose(weights, softmax(expected_scores), "the weight vector (with large scores)")
+    _check_scores_and_weights_when_large(answer, generator, d_k)
 
 
 register(
@@ -307,6 +312,52 @@ def _check_weights(A, expected, what: str, known: dict) -> None:
     diagnose_weights(A, expected, what, known)
 
 
+def _check_attention_with_a_mask(answer, generator: torch.Generator, Q, K, V) -> None:
+    """Case 3 of 1.2: a mask with a True and a False in every row, broadcast over the batch."""
+    batch, T_q, T_k, d_v = Q.shape[0], Q.shape[1], K.shape[1], V.shape[-1]
+    mask = _random_mask((T_q, T_k), generator)
+    H, A = _pair_of_outputs(call(answer, Q, K, V, mask.clone()), (batch, T_q, d_v), (batch, T_q, T_k))
+    expected_H, expected_A = scaled_dot_product_attention(Q, K, V, mask=mask)
+    family = attention_variants(Q, K, V, mask)
+    _check_weights(
+        A,
+        expected_A,
+        f"A (with a ({T_q}, {T_k}) mask)",
+        {
+            **{hint: wrong_A for hint, (_, wrong_A) in family.items()},
+            "the mask is ignored: set the scores where the mask is False to -inf BEFORE the softmax": _mask_ignored(Q, K, V, mask)[1],
+            "the mask was applied after the softmax: the remaining weights no longer sum to 1. "
+            "Fill the scores with -inf before the softmax instead": _mask_after_softmax(Q, K, V, mask)[1],
+            "the mask is inverted: True means 'may attend', so fill the scores where the mask is False": _mask_inverted(Q, K, V, mask)[1],
+            "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1": _softmax_over_queries(Q, K, V, mask)[1],
+        },
+    )
+    diagnose(H, expected_H, f"H (with a ({T_q}, {T_k}) mask)", known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()})
+
+
+def _check_attention_when_large(answer, generator: torch.Generator, V, *, T_q: int, d_k: int) -> None:
+    """Case 5 of 1.2: large and tied scores."""
+    batch, T_k, d_v = V.shape
+    # Key 0 of every batch is its first query times 1000 sqrt(d_k) / |q|^2
+    # (a scaled score of exactly 1,000: exp() overflows unless each row's maximum is subtracted first),
+    # and keys 3 and 4 are equal (a tie).
+    Q = torch.randn(batch, T_q, d_k, generator=generator)
+    K = 10.0 * torch.randn(batch, T_k, d_k, generator=generator)
+    K[:, 0] = Q[:, 0] * 1000.0 * math.sqrt(d_k) / (Q[:, 0] * Q[:, 0]).sum(dim=-1, keepdim=True)
+    K[:, 4] = K[:, 3]
+    H, A = _pair_of_outputs(call(answer, Q, K, V), (batch, T_q, d_v), (batch, T_q, T_k))
+    expected_H, expected_A = scaled_dot_product_attention(Q, K, V)
+    family = attention_variants(Q, K, V)
+    A = require_tensor_like(A, expected_A, "A (with a score of 1,000)")
+    if not torch.isfinite(A).all():
+        raise ExerciseFailure(
+            "A contains nan or inf when a score is large (1,000): exp() overflowed. Subtract each row's largest "
+            "score before exp (the softmax does not change), or use torch.softmax"
+        )
+    diagnose(A, expected_A, "A (with a score of 1,000 and two tied keys)", known_mistakes={h: a for h, (_, a) in family.items()}, atol=1e-4)
+    diagnose(H, expected_H, "H (with a score of 1,000 and two tied keys)", known_mistakes={h: o for h, (o, _) in family.items()}, atol=1e-4)
+
+
 def _check_attention(answer) -> None:
     generator = random_generator()
     # Case 1: a batch of 2 without a mask; values as wide as the keys (so that averaging the
@@ -335,25 +386,7 @@ def _check_attention(answer) -> None:
     H, A = _pair_of_outputs(call(answer, Q, K, V), (batch, T_q, d_v), (batch, T_q, T_k))
     expected_H, expected_A = scaled_dot_product_attention(Q, K, V)
     diagnose(H, expected_H, f"H (batch {batch}, {T_q} queries, values of size d_v={d_v} while d_k={d_k})")
-    # Case 3: a mask with a True and a False in every row, broadcast over the batch.
-    mask = _random_mask((T_q, T_k), generator)
-    H, A = _pair_of_outputs(call(answer, Q, K, V, mask.clone()), (batch, T_q, d_v), (batch, T_q, T_k))
-    expected_H, expected_A = scaled_dot_product_attention(Q, K, V, mask=mask)
-    family = attention_variants(Q, K, V, mask)
-    _check_weights(
-        A,
-        expected_A,
-        f"A (with a ({T_q}, {T_k}) mask)",
-        {
-            **{hint: wrong_A for hint, (_, wrong_A) in family.items()},
-            "the mask is ignored: set the scores where the mask is False to -inf BEFORE the softmax": _mask_ignored(Q, K, V, mask)[1],
-            "the mask was applied after the softmax: the remaining weights no longer sum to 1. "
-            "Fill the scores with -inf before the softmax instead": _mask_after_softmax(Q, K, V, mask)[1],
-            "the mask is inverted: True means 'may attend', so fill the scores where the mask is False": _mask_inverted(Q, K, V, mask)[1],
-            "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1": _softmax_over_queries(Q, K, V, mask)[1],
-        },
-    )
-    diagnose(H, expected_H, f"H (with a ({T_q}, {T_k}) mask)", known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()})
+    _check_attention_with_a_mask(answer, generator, Q, K, V)
     # Case 4: causal self-attention, and a sequence of one token.
     for T in (5, 1):
         X = torch.randn(3, T, d_k, generator=generator)
@@ -364,24 +397,7 @@ def _check_attention(answer) -> None:
         where = f"causal self-attention over {T} token{'s' if T > 1 else ''}"
         _check_weights(A, expected_A, f"A ({where})", {hint: wrong_A for hint, (_, wrong_A) in family.items()})
         diagnose(H, expected_H, f"H ({where})", known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()})
-    # Case 5: large and tied scores. Key 0 of every batch is its first query times 1000 sqrt(d_k) / |q|^2
-    # (a scaled score of exactly 1,000: exp() overflows unless each row's maximum is subtracted first),
-    # and keys 3 and 4 are equal (a tie).
-    Q = torch.randn(batch, T_q, d_k, generator=generator)
-    K = 10.0 * torch.randn(batch, T_k, d_k, generator=generator)
-    K[:, 0] = Q[:, 0] * 1000.0 * math.sqrt(d_k) / (Q[:, 0] * Q[:, 0]).sum(dim=-1, keepdim=True)
-    K[:, 4] = K[:, 3]
-    H, A = _pair_of_outputs(call(answer, Q, K, V), (batch, T_q, d_v), (batch, T_q, T_k))
-    expected_H, expected_A = scaled_dot_product_attention(Q, K, V)
-    family = attention_variants(Q, K, V)
-    A = require_tensor_like(A, expected_A, "A (with a score of 1,000)")
-    if not torch.isfinite(A).all():
-        raise ExerciseFailure(
-            "A contains nan or inf when a score is large (1,000): exp() overflowed. Subtract each row's largest "
-            "score before exp (the softmax does not change), or use torch.softmax"
-        )
-    diagnose(A, expected_A, "A (with a score of 1,000 and two tied keys)", known_mistakes={h: a for h, (_, a) in family.items()}, atol=1e-4)
-    diagnose(H, expected_H, "H (with a score of 1,000 and two tied keys)", known_mistakes={h: o for h, (o, _) in family.items()}, atol=1e-4)
+    _check_attention_when_large(answer, generator, V, T_q=T_q, d_k=d_k)
 
 
 register(
@@ -428,22 +444,27 @@ def _pair_order_probe(answer):
 
 
 def _scores_scale_probe(answer):
+    """Keys e_1, -e_0 and e_0 + e_1 against the query 2 e_0: dot products 0, -2 and 2 (the first key is at right
+    angles to the query), at d_k = 4 and 16; the scores must be these divided by sqrt(d_k)."""
     implied = []
+    dots = torch.tensor([0.0, -2.0, 2.0], dtype=torch.float64)
     for d in (4, 16):
-        Q, K = _graded_keys(d, gap_raw=2.0)  # dot products 0, 2, 4
-        scores = _scores_weights_of(answer, Q[0], K)[0]
-        if abs(float(scores[1] - scores[0])) < 1e-9:
-            return f"keys with dot products 0, 2 and 4 with the query got the scores {[round(float(v), 3) for v in scores]}: a score is the dot product q.k divided by sqrt(d_k)"
-        implied.append(2.0 / float(scores[1] - scores[0]))
-        if not torch.allclose(scores, torch.tensor([0.0, 2.0, 4.0], dtype=torch.float64) / implied[-1], atol=1e-4):
+        query = torch.zeros(d)
+        query[0] = 2.0
+        keys = torch.zeros(3, d)
+        keys[0, 1], keys[1, 0], keys[2, 0], keys[2, 1] = 1.0, -1.0, 1.0, 1.0
+        scores = _scores_weights_of(answer, query, keys)[0]
+        shown = [round(float(v), 3) for v in scores]
+        if abs(float(scores[0])) > 1e-6 or float(scores[2]) <= 0 or not torch.allclose(scores[1], -scores[2], atol=1e-5):
             return (
-                f"keys with dot products 0, 2 and 4 with the query got the scores {[round(float(v), 3) for v in scores]}: "
-                "a score is the dot product q.k (keys @ query) divided by sqrt(d_k), nothing added"
+                f"keys whose dot products with the query are 0 (a key at right angles to it), -2 and 2 got the scores {shown}: "
+                "a score is the dot product q.k (keys @ query) divided by sqrt(d_k), so the first must be 0 and the other two opposite"
             )
+        implied.append(2.0 / float(scores[2]))
     if all(abs(D - math.sqrt(d)) < 2e-3 * math.sqrt(d) for D, d in zip(implied, (4, 16))):
         return None
     return (
-        f"with the dot products q.k = 0, 2, 4, your scores divide them by {implied[0]:.3g} when d_k = 4 and by {implied[1]:.3g} "
+        f"with the dot products q.k = 0, -2, 2, your scores divide them by {implied[0]:.3g} when d_k = 4 and by {implied[1]:.3g} "
         f"when d_k = 16, where the chapter divides by sqrt(d_k) = 2 and 4: "
         + _describe_divisors(4, implied[0], 16, implied[1], {"T, the number of keys": 3})
     )
