@@ -238,6 +238,7 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
     label = f"Exercise {exercise.id} ({exercise.title})"
     _VIEW_FALLBACKS.clear()
     _SIZE_NAMES.clear()
+    grad_enabled = torch.is_grad_enabled()  # an answer that leaves autograd off must not switch it off for the notebook
     try:
         if callable(answer) or isinstance(answer, (tuple, list)):
             broken = broken_property(exercise, answer)
@@ -265,6 +266,7 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
     finally:
         _VIEW_FALLBACKS.clear()
         _SIZE_NAMES.clear()
+        torch.set_grad_enabled(grad_enabled)
     RESULTS[exercise.id] = True
     print(f"{PASS_MARK} {label}: passed.")
     return CheckResult(True)

@@ -599,9 +599,31 @@ def _memory_probe(answer):
     return None
 
 
+def _sources_probe(answer):
+    """Cross-attention with more queries (6) than memory tokens (4): the queries come from x_query, the keys
+    and values from x_memory."""
+    generator = torch.Generator().manual_seed(55)
+    x_query, x_memory = torch.randn(6, 5, generator=generator), torch.randn(4, 5, generator=generator)
+    W_Q, W_K, W_V = (torch.randn(5, d, generator=generator) / 5**0.5 for d in (3, 3, 2))
+    H, A = probe_pair(answer(x_query, x_memory, W_Q, W_K, W_V))
+    if isinstance(A, torch.Tensor) and tuple(A.shape) == (4, 4):
+        return "with 6 query tokens and 4 memory tokens your A has shape (4, 4), one row per MEMORY token: the queries come from x_query (Q = x_query W_Q), one row of A per query token"
+    if isinstance(A, torch.Tensor) and tuple(A.shape) == (6, 6):
+        return "with 6 query tokens and 4 memory tokens your A has shape (6, 6), one column per QUERY token: the keys come from x_memory (K = x_memory W_K), one column of A per memory token"
+    A = probe_tensor(A, (6, 4))
+    H = probe_tensor(H, (6, 2))
+    values = (x_memory @ W_V).double()
+    if torch.allclose(H, A @ values, atol=1e-5):
+        return None
+    if torch.allclose(H, A @ (x_query @ W_V).double()[:4], atol=1e-5):
+        return "your output averages values made from x_query: the values come from the memory tokens, V = x_memory W_V"
+    return None  # the values property below says more
+
+
 add_properties(
     "2.1",
     [
+        Property("the sources (queries from x_query; keys and values from x_memory)", _sources_probe),
         *attention_properties(_head_weights_of, sizes=lambda d: {"d_model": d + _EXTRA}),
         Property("the values (the weights do not depend on W_V; H = A V with V = x_memory W_V)", _memory_probe),
         Property("the output H = A V (each output row averages the VALUE rows with that query's weights)", values_probe(_head_output, keys_like_values=False)),

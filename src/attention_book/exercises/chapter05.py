@@ -329,6 +329,21 @@ def _distinct_tokens(batch: int, T: int, vocab_size: int, generator: torch.Gener
     return torch.stack([torch.randperm(vocab_size - 1, generator=generator)[:T] + 1 for _ in range(batch)])
 
 
+def _shuffled(tokens: torch.Tensor, lengths: torch.Tensor, generator: torch.Generator, *, keep_first: bool) -> torch.Tensor:
+    """Every row's real tokens in a new order; with keep_first, the first token stays first."""
+    result = tokens.clone()
+    for row, length in enumerate(lengths.tolist()):
+        while True:
+            order = torch.randperm(length, generator=generator)
+            if keep_first:
+                order = torch.cat([torch.zeros(1, dtype=torch.long), 1 + torch.randperm(length - 1, generator=generator)])
+            moved = not torch.equal(order, torch.arange(length))
+            if moved and (keep_first or order[0] != 0):
+                break
+        result[row, :length] = tokens[row, order]
+    return result
+
+
 def _check_order_blind_classifier(answer) -> None:
     generator = random_generator()
     vocab_size = int(torch.randint(12, 20, (), generator=generator))
@@ -368,27 +383,12 @@ def _check_order_blind_classifier(answer) -> None:
             "adding padded positions (padding False) changes the logits: pass the padding mask to the encoder and "
             "average only over the real tokens (weights padding.float(), divided by their sum)"
         )
-
-    def shuffled(keep_first: bool) -> torch.Tensor:
-        """Every row's real tokens in a new order; with keep_first, the first token stays first."""
-        result = tokens.clone()
-        for row, length in enumerate(lengths.tolist()):
-            while True:
-                order = torch.randperm(length, generator=generator)
-                if keep_first:
-                    order = torch.cat([torch.zeros(1, dtype=torch.long), 1 + torch.randperm(length - 1, generator=generator)])
-                moved = not torch.equal(order, torch.arange(length))
-                if moved and (keep_first or order[0] != 0):
-                    break
-            result[row, :length] = tokens[row, order]
-        return result
-
-    if not torch.allclose(_logits(model, shuffled(True), padding, num_classes, "after shuffling"), logits, atol=1e-4):
+    if not torch.allclose(_logits(model, _shuffled(tokens, lengths, generator, keep_first=True), padding, num_classes, "after shuffling"), logits, atol=1e-4):
         raise ExerciseFailure(
             "shuffling the tokens changes the logits, so the model still sees order: leave out the position "
             "signal (ab.Encoder(..., positional=None))"
         )
-    if not torch.allclose(_logits(model, shuffled(False), padding, num_classes, "after shuffling"), logits, atol=1e-4):
+    if not torch.allclose(_logits(model, _shuffled(tokens, lengths, generator, keep_first=False), padding, num_classes, "after shuffling"), logits, atol=1e-4):
         raise ExerciseFailure(
             "the logits change when another token comes first: reading the first token's output is not symmetric "
             "in the tokens (it gives the model their order through the back door); pool with a mean over all real tokens"
@@ -763,6 +763,42 @@ def _position_table(model: nn.Module, max_len: int, d_model: int) -> nn.Paramete
     return fitting[0]
 
 
+def _check_refuses_one_token_too_many(model, generator: torch.Generator, *, max_len: int, d_model: int) -> None:
+    """Part of 5.6: one token too many must raise a ValueError that names both lengths."""
+    too_long = torch.randn(2, max_len + 1, d_model, generator=generator)
+    try:
+        call(model, too_long)
+    except ValueError as error:
+        text = str(error)
+        if str(max_len + 1) not in text or str(max_len) not in text.replace(str(max_len + 1), ""):
+            raise ExerciseFailure(
+                f"your ValueError for a sequence of {max_len + 1} tokens says {text!r}; name both numbers, what was "
+                f"given ({max_len + 1} tokens) and what is expected (at most max_len={max_len})"
+            ) from None
+        return
+    except AssertionError:
+        raise ExerciseFailure(
+            "an assert is not a length check: it vanishes under python -O and raises AssertionError; raise "
+            f"ValueError naming both numbers ({max_len + 1} tokens, max_len={max_len})"
+        ) from None
+    except Exception as error:
+        own_check = str(max_len) in str(error) and "must match" not in str(error)
+        raise ExerciseFailure(
+            f"a sequence of {max_len + 1} tokens (max_len={max_len}) should raise ValueError naming both numbers, "
+            f"but your module raised {type(error).__name__}"
+            + (
+                f" ({str(error).splitlines()[0][:80]}): your check is there, but a too long input is a bad VALUE: raise ValueError"
+                if own_check
+                else ": there is no length check, so it failed further in"
+            )
+        ) from None
+    raise ExerciseFailure(
+        f"a sequence of {max_len + 1} tokens (max_len={max_len}) went through without an error; raise ValueError "
+        "naming both numbers when T > max_len"
+    )
+
+
+
 def _check_learned_positions(answer) -> None:
     generator = random_generator()
     max_len, d_model = int(torch.randint(5, 10, (), generator=generator)), int(torch.randint(2, 7, (), generator=generator))
@@ -803,39 +839,7 @@ def _check_learned_positions(answer) -> None:
         raise ExerciseFailure("the positions get no gradient: add the table's rows to x so training can change them")
     if (gradient[T:] != 0).any():
         raise ExerciseFailure(f"rows {T} and after get a gradient from a sequence of {T} tokens: add only table[:T]")
-    # One token too many must raise a ValueError that names both lengths.
-    too_long = torch.randn(2, max_len + 1, d_model, generator=generator)
-    try:
-        call(model, too_long)
-    except ValueError as error:
-        text = str(error)
-        if str(max_len + 1) not in text or str(max_len) not in text.replace(str(max_len + 1), ""):
-            raise ExerciseFailure(
-                f"your ValueError for a sequence of {max_len + 1} tokens says {text!r}; name both numbers, what was "
-                f"given ({max_len + 1} tokens) and what is expected (at most max_len={max_len})"
-            ) from None
-        return
-    except AssertionError:
-        raise ExerciseFailure(
-            "an assert is not a length check: it vanishes under python -O and raises AssertionError; raise "
-            f"ValueError naming both numbers ({max_len + 1} tokens, max_len={max_len})"
-        ) from None
-    except Exception as error:
-        own_check = str(max_len) in str(error) and "must match" not in str(error)
-        raise ExerciseFailure(
-            f"a sequence of {max_len + 1} tokens (max_len={max_len}) should raise ValueError naming both numbers, "
-            f"but your module raised {type(error).__name__}"
-            + (
-                f" ({str(error).splitlines()[0][:80]}): your check is there, but a too long input is a bad VALUE: raise ValueError"
-                if own_check
-                else ": there is no length check, so it failed further in"
-            )
-        ) from None
-    raise ExerciseFailure(
-        f"a sequence of {max_len + 1} tokens (max_len={max_len}) went through without an error; raise ValueError "
-        "naming both numbers when T > max_len"
-    )
-
+    _check_refuses_one_token_too_many(model, generator, max_len=max_len, d_model=d_model)
 
 register(
     "5.6",
@@ -1105,10 +1109,29 @@ def _length_check_probe(answer):
     return "7 tokens with max_len = 6 went through: raise ValueError (naming both numbers) when the sequence is longer than max_len"
 
 
+def _learned_gradient_probe(answer):
+    model = answer(6, 4)
+    try:
+        table = _position_table(model, 6, 4)
+    except ExerciseFailure as failure:
+        raise Inconclusive(str(failure)) from None
+    out = model(torch.zeros(2, 3, 4))
+    if not isinstance(out, torch.Tensor):
+        raise Inconclusive("the checker names the type")
+    if not out.requires_grad:
+        return "the output does not depend on the table as far as autograd can see (.detach(), .data or torch.no_grad()): add the table's rows themselves, so training can change them"
+    (gradient,) = torch.autograd.grad(out.sum(), table, allow_unused=True)
+    rows = None if gradient is None else gradient.reshape(6, 4)
+    if rows is None or not (rows[:3] != 0).all() or (rows[3:] != 0).any():
+        return "a sequence of 3 tokens must send gradient to rows 0, 1 and 2 of the table and to no other: add table[:T] to x"
+    return None
+
+
 add_properties(
     "5.6",
     [
         Property("a learned table (an nn.Parameter or nn.Embedding of max_len x d_model)", _learned_table_probe),
+        Property("training reaches the table (gradients flow to the rows of the positions used)", _learned_gradient_probe),
         Property("row t for position t", _learned_rows_probe),
         Property("the length check (ValueError when T > max_len)", _length_check_probe),
     ],

@@ -1097,16 +1097,22 @@ def _vocabulary_probe(answer):
 
 
 def _changed_token_probe(answer):
+    """The same leak, once on tokens whose later ids are 0 and once on other tokens: an answer that finds it only
+    on the second changes tokens to values they may already have (setting them to 0, say)."""
     vocab_size, T = 12, 6
-    tokens = torch.tensor([[3, 0, 0, 0, 0, 0]])
-    model = _RecordingModel(vocab_size, T, leak=True)
-    with torch.no_grad():
-        said = answer(model, tokens.clone(), vocab_size)
-    if isinstance(said, torch.Tensor) and said.numel() == 1:
-        said = bool(said)
-    if said is False:
+
+    def says(tokens) -> bool | None:
+        model = _RecordingModel(vocab_size, T, leak=True)
+        with torch.no_grad():
+            said = answer(model, torch.tensor([tokens]), vocab_size)
+        if isinstance(said, torch.Tensor) and said.numel() == 1:
+            said = bool(said)
+        return said if isinstance(said, bool) else None
+
+    tokens = [3, 0, 0, 0, 0, 0]
+    if says(tokens) is False and says([3, 5, 7, 9, 4, 6]) is True:
         return (
-            f"you missed a model in which position 0 reads token 1, on the tokens {tokens[0].tolist()}: a change that leaves a "
+            f"you missed a model in which position 0 reads token 1 on the tokens {tokens}, and found it on others: a change that leaves a "
             "token as it was (setting the later tokens to 0, when they are 0 already) shows nothing; make each changed token "
             "differ from the original, e.g. (token + 1) % vocab_size"
         )
@@ -1133,6 +1139,15 @@ def _ff_position_wise_probe(answer):
     W1, W2 = torch.randn(4, 6, generator=generator), torch.randn(6, 4, generator=generator)
     b1, b2 = torch.randn(6, generator=generator), torch.randn(4, generator=generator)
     got = probe_tensor(answer(x.clone(), W1, b1, W2, b2), (2, 5, 4))
+    changed = x.clone()
+    changed[:, 0] = 3.0 * torch.randn(2, 4, generator=generator)
+    again = probe_tensor(answer(changed, W1, b1, W2, b2), (2, 5, 4))
+    moved = float((again[:, 1:] - got[:, 1:]).abs().max())
+    if moved > 1e-5:
+        return (
+            f"changing token 0 alone moved the outputs of tokens 1 to 4 by up to {moved:.3g}: the feed-forward is position-wise, "
+            "each token's output depends on that token alone (no softmax, mean or sum over the positions)"
+        )
     permutation = torch.tensor([3, 0, 4, 1, 2])
     permuted = probe_tensor(answer(x[:, permutation].clone(), W1, b1, W2, b2), (2, 5, 4))
     if torch.allclose(permuted, got[:, permutation], atol=1e-5):

@@ -429,11 +429,13 @@ register(
 
 
 def _pooling_case():
-    """Sentence 0: real vectors 1 and 5, then padding at 100; sentence 1: real vectors 2, 4, 6, then padding at 100.
-    Every wrong pooling gives sentence 0 another number: mean 3, max 5, sum 6, sum / T 1.5, all four positions 51.5,
-    the first token 1, the padding 100, the sum over the batch's 5 real tokens 1.2."""
-    hidden = torch.tensor([[1.0, 5.0, 100.0, 100.0], [2.0, 4.0, 6.0, 100.0]])[..., None] * torch.tensor([1.0, -1.0, 0.5])
-    padding_mask = torch.tensor([[True, True, False, False], [True, True, True, False]])
+    """Sentence 0: real vectors 6, 10, 1, 3, then two padding vectors at 100; sentence 1: real vectors 2, 4, 6, then
+    padding. Each wrong pooling gives sentence 0 its own number: the mean 5, the max 10, the sum 20, the first token 6,
+    the (lower) median 3, the smallest 1, sum / T 3.33, all six positions 36.7, the padding 100, the sum over the
+    batch's 7 real tokens 2.86."""
+    rows = [[6.0, 10.0, 1.0, 3.0, 100.0, 100.0], [2.0, 4.0, 6.0, 100.0, 100.0, 100.0]]
+    hidden = torch.tensor(rows)[..., None] * torch.tensor([1.0, -1.0, 0.5])
+    padding_mask = torch.tensor([[True] * 4 + [False] * 2, [True] * 3 + [False] * 3])
     return hidden, padding_mask
 
 
@@ -441,25 +443,28 @@ def _mean_of_real_tokens_probe(answer):
     hidden, padding_mask = _pooling_case()
     got = probe_tensor(answer(hidden.clone(), padding_mask.clone()), (2, 3))
     scale = torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64)
-    expected = torch.stack([3.0 * scale, 4.0 * scale])
+    expected = torch.stack([5.0 * scale, 4.0 * scale])
     if torch.allclose(got, expected, atol=1e-5):
         return None
     first = float(got[0, 0])
     seen = {
-        5.0: "the largest of them (a max, not a mean)",
-        6.0: "their sum (divide by the number of real tokens, 2)",
-        1.5: "their sum divided by T = 4, the padding positions counted",
-        51.5: "the average of all four positions, padding included",
-        1.0: "the first token alone",
+        10.0: "the largest of them (a max, not a mean)",
+        20.0: "their sum (divide by the number of real tokens, 4)",
+        20.0 / 6: "their sum divided by T = 6, the padding positions counted",
+        220.0 / 6: "the average of all six positions, padding included",
+        6.0: "the first token alone",
+        3.0: "their median, not their mean",
+        1.0: "the smallest of them",
         100.0: "the padding vectors: is the mask inverted? True marks a real token",
-        1.2: "their sum divided by the real tokens of the whole batch (5), not of this sentence",
+        20.0 / 7: "their sum divided by the real tokens of the whole batch (7), not of this sentence",
     }
     what = next((text for value, text in seen.items() if abs(first - value) < 1e-5), f"{first:.4g}")
-    if abs(first - 3.0) < 1e-5:
-        what = f"the right mean 3 for sentence 0 but {float(got[1, 0]):.4g} for sentence 1 (real vectors 2, 4, 6: mean 4)"
+    if abs(first - 5.0) < 1e-5:
+        what = f"the right mean 5 for sentence 0 but {float(got[1, 0]):.4g} for sentence 1 (real vectors 2, 4, 6: mean 4)"
     return (
-        "sentence 0 has two real vectors, 1 and 5 (times (1, -1, 0.5)), then two padding vectors; its mean pooling is their "
-        f"average, 3; yours gives {what}. Sum the real tokens' vectors (weights padding_mask) and divide by each sentence's own count"
+        "sentence 0 has four real vectors, 6, 10, 1 and 3 (times (1, -1, 0.5)), then two padding vectors; its mean pooling is "
+        f"their average, 5; yours gives {what}. Sum the real tokens' vectors (weights padding_mask) and divide by each "
+        "sentence's own count"
     )
 
 
@@ -539,7 +544,8 @@ add_properties(
 
 def _layer_probe_data():
     """Four layers: 0 a large signal in the training set that the validation set reverses (it fits the training set,
-    fails on new data, and has the largest features); 1 and 3 noise; 2 a class signal in both sets (the best)."""
+    fails on new data, and has the largest features); 1 a weak signal (good, not the best); 2 a clear signal in both
+    sets (the best); 3 noise."""
     generator = torch.Generator().manual_seed(81)
     N, d = 40, 2
     labels = [torch.arange(N) % 2 for _ in range(2)]
@@ -552,8 +558,9 @@ def _layer_probe_data():
         if which == 1:
             signal_sign[:2] *= -1  # two validation examples against the rule: its best accuracy is 0.95, not 1 (a layer number)
         signal = 0.5 * torch.randn(N, d, generator=generator) + 1.5 * signal_sign * torch.tensor([1.0, 0.0])
-        noise = [torch.randn(N, d, generator=generator) for _ in range(2)]
-        sets.append(torch.stack([trap, noise[0], signal, noise[1]], dim=1))  # (N, 4, d)
+        weak = torch.randn(N, d, generator=generator) + 0.7 * sign * torch.tensor([0.0, 1.0])  # good, not the best
+        noise = torch.randn(N, d, generator=generator)
+        sets.append(torch.stack([trap, weak, signal, noise], dim=1))  # (N, 4, d)
     return sets[0], labels[0], sets[1], labels[1]
 
 
