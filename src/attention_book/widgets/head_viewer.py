@@ -103,7 +103,6 @@ class HeadViewer(AttentionWidget):
         self.forward_passes = 0
         self._cache_key: tuple[str, str] | None = None
         self._cache: tuple[list[str], torch.Tensor] | None = None
-        self._views: dict[tuple, _View] = {}
         # Run once now, so that a bad first sentence or model is an error here, not a message.
         try:
             labels, weights = self._run(text, self.device)
