@@ -123,7 +123,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x (batch, T, d_model) at positions offset, ..., offset + T - 1 (a decoder's next token has offset t)."""
-        _check_tokens(x, self.d_model, self.max_len, offset)
+        _check_tokens(x, d_model=self.d_model, max_len=self.max_len, offset=offset)
         return self.dropout(x + self.table[offset : offset + x.shape[1]])  # (batch, T, d) + (T, d)
 
 
@@ -147,7 +147,7 @@ class LearnedPositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x (batch, T, d_model) at positions offset, ..., offset + T - 1 (a decoder's next token has offset t)."""
-        _check_tokens(x, self.d_model, self.max_len, offset)
+        _check_tokens(x, d_model=self.d_model, max_len=self.max_len, offset=offset)
         positions = torch.arange(offset, offset + x.shape[1], device=x.device)  # (T,)
         return self.dropout(x + self.embedding(positions))  # (batch, T, d) + (T, d)
 

@@ -236,7 +236,7 @@ def _train_step(model: nn.Module, batch: dict, loss_fn, *, optimizer, clip_norm,
 
 def _validate(model: nn.Module, valid_loader, metric_fn, *, device, epoch: int, target, history: History) -> float:
     """Measure the validation metric after ``epoch`` (counted from 0); say so if it reached ``target``."""
-    score = evaluate(model, valid_loader, metric_fn, device)
+    score = evaluate(model, valid_loader, metric_fn, device=device)
     history.epoch.append(epoch + 1)
     history.valid_metric.append(score)
     if target is not None and score >= target:
