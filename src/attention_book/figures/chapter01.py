@@ -25,6 +25,18 @@ __all__ = [
 ]
 
 
+def _points_of_tokens(tokens: Sequence[str], inputs, outputs) -> tuple[np.ndarray, np.ndarray]:
+    """``inputs`` and ``outputs`` as (T, 2) arrays, one row per token; a clear error otherwise."""
+    inputs, outputs = to_numpy(inputs), to_numpy(outputs)
+    if inputs.ndim != 2 or inputs.shape[1] != 2 or outputs.shape != inputs.shape:
+        raise ValueError(
+            f"inputs and outputs must both have shape (T, 2), but have shapes {inputs.shape} and {outputs.shape}"
+        )
+    if len(tokens) != len(inputs):
+        raise ValueError(f"{len(tokens)} token labels were given for {len(inputs)} vectors")
+    return inputs, outputs
+
+
 def plot_tokens_and_outputs(
     tokens: Sequence[str],
     inputs,
@@ -44,13 +56,7 @@ def plot_tokens_and_outputs(
     Returns the axes. The shaded triangle (polygon) spans the tokens: a weighted
     average with non-negative weights that sum to 1 can only land inside it.
     """
-    inputs, outputs = to_numpy(inputs), to_numpy(outputs)
-    if inputs.ndim != 2 or inputs.shape[1] != 2 or outputs.shape != inputs.shape:
-        raise ValueError(
-            f"inputs and outputs must both have shape (T, 2), but have shapes {inputs.shape} and {outputs.shape}"
-        )
-    if len(tokens) != len(inputs):
-        raise ValueError(f"{len(tokens)} token labels were given for {len(inputs)} vectors")
+    inputs, outputs = _points_of_tokens(tokens, inputs, outputs)
     if ax is None:
         _, ax = plt.subplots(figsize=(7.0, 4.0), layout="constrained")
     if len(inputs) >= 3:
