@@ -344,6 +344,18 @@ def _shuffled(tokens: torch.Tensor, lengths: torch.Tensor, generator: torch.Gene
     return result
 
 
+def _check_padding_does_not_matter(model, tokens: torch.Tensor, padding: torch.Tensor, logits: torch.Tensor) -> None:
+    """Part of the order-blind classifier's check: three more padded positions leave the logits as they were."""
+    batch, num_classes = tokens.shape[0], logits.shape[-1]
+    longer_tokens = torch.cat([tokens, torch.full((batch, 3), PAD)], dim=1)
+    longer_padding = torch.cat([padding, torch.zeros(batch, 3, dtype=torch.bool)], dim=1)
+    if not torch.allclose(_logits(model, longer_tokens, longer_padding, num_classes, "with extra padding"), logits, atol=1e-4):
+        raise ExerciseFailure(
+            "adding padded positions (padding False) changes the logits: pass the padding mask to the encoder and "
+            "average only over the real tokens (weights padding.float(), divided by their sum)"
+        )
+
+
 def _check_order_blind_classifier(answer) -> None:
     generator = random_generator()
     vocab_size = int(torch.randint(12, 20, (), generator=generator))
@@ -375,14 +387,7 @@ def _check_order_blind_classifier(answer) -> None:
             "your model gives the same logits whatever the tokens are; it must be blind to their ORDER, "
             "not to the tokens themselves"
         )
-    # Padding must not matter: the same sequences with three more padded positions.
-    longer_tokens = torch.cat([tokens, torch.full((batch, 3), PAD)], dim=1)
-    longer_padding = torch.cat([padding, torch.zeros(batch, 3, dtype=torch.bool)], dim=1)
-    if not torch.allclose(_logits(model, longer_tokens, longer_padding, num_classes, "with extra padding"), logits, atol=1e-4):
-        raise ExerciseFailure(
-            "adding padded positions (padding False) changes the logits: pass the padding mask to the encoder and "
-            "average only over the real tokens (weights padding.float(), divided by their sum)"
-        )
+    _check_padding_does_not_matter(model, tokens, padding, logits)
     if not torch.allclose(_logits(model, _shuffled(tokens, lengths, generator, keep_first=True), padding, num_classes, "after shuffling"), logits, atol=1e-4):
         raise ExerciseFailure(
             "shuffling the tokens changes the logits, so the model still sees order: leave out the position "
