@@ -166,7 +166,9 @@ def bench_memory(lengths: list[int], d_model: int, heads: int, device: torch.dev
             for path in ("weights", "fast"):
                 output = subprocess.run(
                     [sys.executable, "-c", _MEMORY_PROBE, str(T), str(heads), str(d_head), path],
-                    capture_output=True, text=True, check=True,
+                    capture_output=True,
+                    text=True,
+                    check=True,
                 )
                 row[f"peak_{path}_mb"] = int(output.stdout.strip()) / 2**20
         rows.append(row)
@@ -225,11 +227,20 @@ def _seq2seq_case(kind: str):
         ab.set_seed(0)
         train_set = ab.SequenceTask(kind, 4000 if not smoke else 256, seed=1, **options)
         valid_set = ab.SequenceTask(kind, 500 if not smoke else 64, seed=2, **options)
-        model = ab.EncoderDecoder(len(train_set.vocab), len(train_set.vocab), d_model=48, num_heads=2, d_ff=96, num_layers=1, max_len=8)
+        model = ab.EncoderDecoder(
+            len(train_set.vocab), len(train_set.vocab), d_model=48, num_heads=2, d_ff=96, num_layers=1, max_len=8
+        )
         return ab.fit(
-            model, DataLoader(train_set, batch_size=64, shuffle=True), ab.seq2seq_loss,
-            epochs=20 if not smoke else 1, lr=3e-3, valid_loader=DataLoader(valid_set, batch_size=500),
-            metric_fn=ab.seq2seq_exact_match, target=0.99, device=device, progress=False,
+            model,
+            DataLoader(train_set, batch_size=64, shuffle=True),
+            ab.seq2seq_loss,
+            epochs=20 if not smoke else 1,
+            lr=3e-3,
+            valid_loader=DataLoader(valid_set, batch_size=500),
+            metric_fn=ab.seq2seq_exact_match,
+            target=0.99,
+            device=device,
+            progress=False,
         )
 
     return f"{kind} (encoder-decoder, exact match on held-out)", 0.99, train, None
@@ -246,9 +257,16 @@ def _recall_case():
         ab.set_seed(0)
         model = RecallModel(len(train_set.vocab), max_len=10, d_model=32)
         return ab.fit(
-            model, DataLoader(train_set, batch_size=64, shuffle=True), ab.classification_loss,
-            epochs=3 if not smoke else 1, lr=1e-2, valid_loader=DataLoader(held_out, batch_size=1000),
-            metric_fn=ab.classification_accuracy, target=0.99, device=device, progress=False,
+            model,
+            DataLoader(train_set, batch_size=64, shuffle=True),
+            ab.classification_loss,
+            epochs=3 if not smoke else 1,
+            lr=1e-2,
+            valid_loader=DataLoader(held_out, batch_size=1000),
+            metric_fn=ab.classification_accuracy,
+            target=0.99,
+            device=device,
+            progress=False,
         )
 
     return "associative recall (chapter 2, accuracy on held-out)", 0.99, train, None
@@ -261,12 +279,26 @@ def _two_relation_case():
         train_set = ab.TwoRelationTask(4000 if not smoke else 256, seed=1)
         held_out = ab.TwoRelationTask(1000 if not smoke else 64, seed=2)
         ab.set_seed(0)
-        model = ab.TokenClassifier(len(train_set.vocabulary), train_set.num_classes, d_model=32, num_heads=2, d_ff=64,
-                                   num_layers=1, max_len=train_set.length)
+        model = ab.TokenClassifier(
+            len(train_set.vocabulary),
+            train_set.num_classes,
+            d_model=32,
+            num_heads=2,
+            d_ff=64,
+            num_layers=1,
+            max_len=train_set.length,
+        )
         return ab.fit(
-            model, DataLoader(train_set, batch_size=64, shuffle=True), ab.token_loss,
-            epochs=20 if not smoke else 1, lr=5e-3, valid_loader=DataLoader(held_out, batch_size=1000),
-            metric_fn=ab.token_accuracy, target=0.99, device=device, progress=False,
+            model,
+            DataLoader(train_set, batch_size=64, shuffle=True),
+            ab.token_loss,
+            epochs=20 if not smoke else 1,
+            lr=5e-3,
+            valid_loader=DataLoader(held_out, batch_size=1000),
+            metric_fn=ab.token_accuracy,
+            target=0.99,
+            device=device,
+            progress=False,
         )
 
     return "two relations, two heads (chapter 4, token accuracy on held-out)", 0.99, train, 1
@@ -279,13 +311,29 @@ def _word_order_case():
         train_set = ab.WordOrderTask(4000 if not smoke else 256, min_len=4, max_len=8, pad_to=12, seed=1)
         held_out = ab.WordOrderTask(1000 if not smoke else 64, min_len=4, max_len=8, pad_to=12, seed=2)
         ab.set_seed(0)
-        model = ab.EncoderClassifier(len(train_set.vocab), 2, pooling="mean", positional="sinusoidal",
-                                     d_model=32, num_heads=2, d_ff=64, num_layers=1, max_len=16)
+        model = ab.EncoderClassifier(
+            len(train_set.vocab),
+            2,
+            pooling="mean",
+            positional="sinusoidal",
+            d_model=32,
+            num_heads=2,
+            d_ff=64,
+            num_layers=1,
+            max_len=16,
+        )
         every_10_steps = DataLoader(train_set, batch_size=64, sampler=RandomSampler(train_set, num_samples=640))
         return ab.fit(
-            model, every_10_steps, ab.classification_loss, epochs=15 if not smoke else 1, lr=3e-3,
-            valid_loader=DataLoader(held_out, batch_size=1000), metric_fn=ab.classification_accuracy,
-            target=0.99, device=device, progress=False,
+            model,
+            every_10_steps,
+            ab.classification_loss,
+            epochs=15 if not smoke else 1,
+            lr=3e-3,
+            valid_loader=DataLoader(held_out, batch_size=1000),
+            metric_fn=ab.classification_accuracy,
+            target=0.99,
+            device=device,
+            progress=False,
         )
 
     return "which word comes first, sinusoidal positions (chapter 5, accuracy on held-out)", 0.99, train, 1
@@ -299,16 +347,28 @@ def _sorter_case():
         train_set = ab.SequenceTask("sort", 3200 if not smoke else 128, seed=1, **options)
         held_out = ab.SequenceTask("sort", 1000 if not smoke else 64, seed=2, **options)
         ab.set_seed(0)
-        model = ab.EncoderDecoder(len(train_set.vocab), len(train_set.vocab), d_model=48, num_heads=2, d_ff=96,
-                                  num_layers=2, max_len=10)
+        model = ab.EncoderDecoder(
+            len(train_set.vocab), len(train_set.vocab), d_model=48, num_heads=2, d_ff=96, num_layers=2, max_len=10
+        )
         return ab.fit(
-            model, DataLoader(train_set, batch_size=64, shuffle=True), ab.seq2seq_loss,
-            epochs=5 if not smoke else 1, lr=5e-3, schedule="linear", device=device, progress=False,
+            model,
+            DataLoader(train_set, batch_size=64, shuffle=True),
+            ab.seq2seq_loss,
+            epochs=5 if not smoke else 1,
+            lr=5e-3,
+            schedule="linear",
+            device=device,
+            progress=False,
             valid_loader=DataLoader(Subset(held_out, range(min(500, len(held_out)))), batch_size=500),
             metric_fn=ab.seq2seq_exact_match,
         )
 
-    return "sorting, chapter 6's recipe (2 layers, linear schedule, full 250 steps; exact match on held-out)", 0.99, train, 1
+    return (
+        "sorting, chapter 6's recipe (2 layers, linear schedule, full 250 steps; exact match on held-out)",
+        0.99,
+        train,
+        1,
+    )
 
 
 def training_cases() -> list:
@@ -317,7 +377,10 @@ def training_cases() -> list:
     ``threads`` is what the chapter sets with ``torch.set_num_threads`` (None: PyTorch's default).
     """
     return [
-        _recall_case(), _two_relation_case(), _word_order_case(), _sorter_case(),
+        _recall_case(),
+        _two_relation_case(),
+        _word_order_case(),
+        _sorter_case(),
         *(_seq2seq_case(kind) for kind in ("reverse", "sort", "copy")),
     ]
 
@@ -328,7 +391,9 @@ def bench_training(smoke: bool, devices: list[str] = ("cpu",)) -> list[dict]:
     rows = []
     cases = training_cases()
     default_threads = torch.get_num_threads()
-    for (task, target, train, threads), device in ((case, d) for case in (cases[:1] if smoke else cases) for d in devices):
+    for (task, target, train, threads), device in (
+        (case, d) for case in (cases[:1] if smoke else cases) for d in devices
+    ):
         torch.set_num_threads(threads or default_threads)
         try:
             history = train(smoke, device)
@@ -359,7 +424,10 @@ def slowest_cells(notebook, count: int = 3) -> list[dict]:
     for index, cell in enumerate(notebook.cells):
         timing = cell.get("metadata", {}).get("execution", {})
         if cell.cell_type == "code" and "iopub.execute_input" in timing and "shell.execute_reply" in timing:
-            begun, ended = (datetime.fromisoformat(timing[key].replace("Z", "+00:00")) for key in ("iopub.execute_input", "shell.execute_reply"))
+            begun, ended = (
+                datetime.fromisoformat(timing[key].replace("Z", "+00:00"))
+                for key in ("iopub.execute_input", "shell.execute_reply")
+            )
             first = next((line for line in cell.source.splitlines() if line.strip() and not line.startswith("#")), "")
             cells.append({"cell": index, "seconds": (ended - begun).total_seconds(), "first_line": first[:60]})
     return sorted(cells, key=lambda c: -c["seconds"])[:count]
@@ -372,12 +440,16 @@ def bench_chapters() -> list[dict]:
     rows = []
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         notebook = nbformat.read(path, as_version=4)
-        client = NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}})
+        client = NotebookClient(
+            notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        )
         start = time.perf_counter()
         client.execute()  # kernel start included
         seconds = time.perf_counter() - start
         budget = BUDGETS["chapter_07_seconds"] if path.name.startswith("07") else BUDGETS["chapter_seconds"]
-        rows.append({"chapter": path.stem, "seconds": seconds, "budget": budget, "slowest_cells": slowest_cells(notebook)})
+        rows.append(
+            {"chapter": path.stem, "seconds": seconds, "budget": budget, "slowest_cells": slowest_cells(notebook)}
+        )
     return rows
 
 
@@ -395,7 +467,9 @@ def bench_book() -> list[dict]:
 # -- report -----------------------------------------------------------------------------------
 
 
-def bench_transfer(smoke: bool, arms: list[str] | None = None, out: Path | None = None, sizes: list[int] | None = None) -> dict:
+def bench_transfer(
+    smoke: bool, arms: list[str] | None = None, out: Path | None = None, sizes: list[int] | None = None
+) -> dict:
     """Chapter 7's transfer-learning study, the grid of ``FULL_STUDY``: four arms at the label counts it gives
     each (up to all 10,202 training reviews), five repeats each; choices on the validation split, the test
     split scored once.
@@ -409,17 +483,35 @@ def bench_transfer(smoke: bool, arms: list[str] | None = None, out: Path | None 
     from attention_book.data import build_vocabulary, load_reviews
     from attention_book.pretrained import load_minilm
     from attention_book.training.transfer import (
-        FULL_STUDY, STUDY_ARMS, StudyPlan, prepare_study, run_study, store_study, study_fingerprint, summarize_study,
+        FULL_STUDY,
+        STUDY_ARMS,
+        StudyPlan,
+        prepare_study,
+        run_study,
+        store_study,
+        study_fingerprint,
+        summarize_study,
     )
 
     start = time.perf_counter()
-    plan = FULL_STUDY if not smoke else StudyPlan(
-        sizes=(20, 40), repeats=2, small_steps={20: 4, 40: 4}, fine_tune_steps={20: 2, 40: 2}, mlm_steps=4, probe_steps=20,
+    plan = (
+        FULL_STUDY
+        if not smoke
+        else StudyPlan(
+            sizes=(20, 40),
+            repeats=2,
+            small_steps={20: 4, 40: 4},
+            fine_tune_steps={20: 2, 40: 2},
+            mlm_steps=4,
+            probe_steps=20,
+        )
     )
     if arms:
         plan = dataclasses.replace(plan, arms=tuple(arm for arm in STUDY_ARMS if arm in arms))
     if sizes:  # a part of the grid: these sizes for the chosen arms (merged by tools/merge_transfer_parts.py)
-        plan = dataclasses.replace(plan, arm_sizes={arm: tuple(n for n in plan.sizes if n in sizes) for arm in plan.arms})
+        plan = dataclasses.replace(
+            plan, arm_sizes={arm: tuple(n for n in plan.sizes if n in sizes) for arm in plan.arms}
+        )
     minilm, reviews = load_minilm(), load_reviews()
     vocabulary = build_vocabulary(minilm, list(reviews.train.texts), max_pieces=4000)
     limit = {"train": 60, "validation": 30, "test": 30} if smoke else {}
@@ -429,16 +521,25 @@ def bench_transfer(smoke: bool, arms: list[str] | None = None, out: Path | None 
         split = split.take(limit[name]) if name in limit else split
         splits[name] = (split.texts, split.labels)
     needs_features = any(arm in ("frozen", "fine-tuned") for arm in plan.arms)
-    data = prepare_study(minilm, vocabulary, splits, max_tokens=plan.max_tokens, split_layer=plan.split_layer,
-                         pretrained_features=needs_features)
+    data = prepare_study(
+        minilm,
+        vocabulary,
+        splits,
+        max_tokens=plan.max_tokens,
+        split_layer=plan.split_layer,
+        pretrained_features=needs_features,
+    )
     prepared = time.perf_counter() - start
     results = run_study(minilm, data, plan, progress=not smoke)
     results["seconds"]["encoding"] = prepared
     results["seconds"]["total"] = time.perf_counter() - start
     results["machine"] = machine()
     results["code"] = study_fingerprint()  # tests/unit/test_stored_study.py pins the stored run to it
-    results["command"] = ("python benchmarks/run.py --only transfer" + (f" --transfer-arms {' '.join(repr(a) for a in plan.arms)}" if arms else "")
-                          + (f" --transfer-sizes {' '.join(map(str, sizes))}" if sizes else ""))
+    results["command"] = (
+        "python benchmarks/run.py --only transfer"
+        + (f" --transfer-arms {' '.join(repr(a) for a in plan.arms)}" if arms else "")
+        + (f" --transfer-sizes {' '.join(map(str, sizes))}" if sizes else "")
+    )
     if smoke or arms or sizes:
         target = (out or ROOT / "benchmarks") / ("transfer_study_smoke.json" if smoke else "transfer_study_part.json")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -460,31 +561,50 @@ def verdict(ok: bool) -> str:
 
 
 def widget_lines(results: dict) -> list[str]:
-    lines = [f"## Widget update latency (kernel side: a model-bound input recomputed with torch, {results['widget_updates']} programmatic updates)", "",
-             "| widget | device | median ms | p95 ms | median within 50 ms |", "|---|---|---:|---:|---|"]
+    lines = [
+        f"## Widget update latency (kernel side: a model-bound input recomputed with torch, {results['widget_updates']} programmatic updates)",
+        "",
+        "| widget | device | median ms | p95 ms | median within 50 ms |",
+        "|---|---|---:|---:|---|",
+    ]
     for r in results["widgets"]:
         if "error" in r:
             lines.append(f"| {r['widget']} | - | - | - | not measured: {r['error']} |")
         else:
-            lines.append(f"| {r['widget']} | {r['device']} | {r['median_ms']:.1f} | {r['p95_ms']:.1f} | {verdict(r['median_ms'] <= BUDGETS['widget_median_ms'])} |")
+            lines.append(
+                f"| {r['widget']} | {r['device']} | {r['median_ms']:.1f} | {r['p95_ms']:.1f} | {verdict(r['median_ms'] <= BUDGETS['widget_median_ms'])} |"
+            )
     return lines + [""]
 
 
 def training_lines(results: dict) -> list[str]:
-    lines = ["## Training to target", "", "With as many CPU threads as the chapter uses. Steps and seconds are up to the first validation at or above the target, "
-             "or the whole run for a recipe with a fixed schedule. The chapters train on the CPU, on every machine.", "",
-             "| task | device | threads | target | reached | steps | seconds | within 30 s |", "|---|---|---:|---:|---:|---:|---:|---|"]
-    lines += [f"| {r['task']} | {r.get('device', 'cpu')} | {r['threads']} | {r['target']:.2f} | {r['reached']:.3f} | {r['steps']} | {r['seconds']:.1f} | "
-              f"{verdict(r['reached'] >= r['target'] and r['seconds'] <= BUDGETS['training_seconds'])} |" for r in results["training"]]
+    lines = [
+        "## Training to target",
+        "",
+        "With as many CPU threads as the chapter uses. Steps and seconds are up to the first validation at or above the target, "
+        "or the whole run for a recipe with a fixed schedule. The chapters train on the CPU, on every machine.",
+        "",
+        "| task | device | threads | target | reached | steps | seconds | within 30 s |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [
+        f"| {r['task']} | {r.get('device', 'cpu')} | {r['threads']} | {r['target']:.2f} | {r['reached']:.3f} | {r['steps']} | {r['seconds']:.1f} | "
+        f"{verdict(r['reached'] >= r['target'] and r['seconds'] <= BUDGETS['training_seconds'])} |"
+        for r in results["training"]
+    ]
     return lines + [""]
 
 
 def attention_lines(results: dict) -> list[str]:
     device = results["attention_device"]
-    lines = [f"## Attention: ours vs PyTorch ({device}; d_model={results['d_model']}, {results['heads']} heads, batch 1; median ms)", "",
-             "Ratios above 1 mean ours is slower. *weights* = our path that returns the (T, T) weights; *fast* = our module calling `torch.nn.functional.scaled_dot_product_attention`.", "",
-             "| device | T | sdpa ours (weights) | sdpa torch | ratio | MHA ours (weights) | MHA ours (fast) | nn.MultiheadAttention | ratio weights | ratio fast |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"## Attention: ours vs PyTorch ({device}; d_model={results['d_model']}, {results['heads']} heads, batch 1; median ms)",
+        "",
+        "Ratios above 1 mean ours is slower. *weights* = our path that returns the (T, T) weights; *fast* = our module calling `torch.nn.functional.scaled_dot_product_attention`.",
+        "",
+        "| device | T | sdpa ours (weights) | sdpa torch | ratio | MHA ours (weights) | MHA ours (fast) | nn.MultiheadAttention | ratio weights | ratio fast |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results["attention"]:
         lines.append(
             f"| {r['device']} | {r['T']} | {r['sdpa_ours_weights']:.3f} | {r['sdpa_torch']:.3f} | {r['ratio_sdpa_weights']:.2f} | "
@@ -494,13 +614,21 @@ def attention_lines(results: dict) -> list[str]:
 
 
 def memory_lines(results: dict) -> list[str]:
-    lines = ["## Peak extra memory of one attention call vs sequence length", "",
-             "On the CPU: rise of the peak resident memory (`VmHWM`, reset just before the call) of a fresh process during one call, after a small warm-up call; "
-             "on CUDA: rise of `torch.cuda.max_memory_allocated()`. "
-             "The weights path materialises (heads, T, T) matrices, quadratic in T: the scores, their exponentials and the weights, "
-             "so about three times the size of one; the fused kernel never holds the full matrix.", "",
-             "| device | T | (heads, T, T) float32 MB | peak, weights path MB | peak, fused kernel MB |", "|---|---:|---:|---:|---:|"]
-    lines += [f"| {r['device']} | {r['T']} | {r['weights_matrix_mb']:.1f} | {r['peak_weights_mb']:.1f} | {r['peak_fast_mb']:.1f} |" for r in results["memory"]]
+    lines = [
+        "## Peak extra memory of one attention call vs sequence length",
+        "",
+        "On the CPU: rise of the peak resident memory (`VmHWM`, reset just before the call) of a fresh process during one call, after a small warm-up call; "
+        "on CUDA: rise of `torch.cuda.max_memory_allocated()`. "
+        "The weights path materialises (heads, T, T) matrices, quadratic in T: the scores, their exponentials and the weights, "
+        "so about three times the size of one; the fused kernel never holds the full matrix.",
+        "",
+        "| device | T | (heads, T, T) float32 MB | peak, weights path MB | peak, fused kernel MB |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['device']} | {r['T']} | {r['weights_matrix_mb']:.1f} | {r['peak_weights_mb']:.1f} | {r['peak_fast_mb']:.1f} |"
+        for r in results["memory"]
+    ]
     return lines + [""]
 
 
@@ -508,11 +636,20 @@ def gpu_lines(gpu: dict) -> list[str]:
     """The sections measured on a machine with a GPU (``--gpu-results``): its CUDA rows beside that
     same machine's CPU rows, since timings compare only within one machine."""
     info = gpu["machine"]
-    lines = [f"## On a GPU: {info.get('gpu', 'no GPU recorded')}", "",
-             f"Measured on a lent machine with that GPU, {info['cpu']} ({info['cores']} cores), torch {info['torch']}, {info['date']}, "
-             f"by `{gpu.get('command', 'python benchmarks/run.py')}`; merged here by `python benchmarks/run.py --gpu-results FILE`. "
-             "Its CPU rows are that machine's CPU, not the machine above: compare CUDA with them, not with the tables above.", ""]
-    for key, render in (("attention", attention_lines), ("memory", memory_lines), ("widgets", widget_lines), ("training", training_lines)):
+    lines = [
+        f"## On a GPU: {info.get('gpu', 'no GPU recorded')}",
+        "",
+        f"Measured on a lent machine with that GPU, {info['cpu']} ({info['cores']} cores), torch {info['torch']}, {info['date']}, "
+        f"by `{gpu.get('command', 'python benchmarks/run.py')}`; merged here by `python benchmarks/run.py --gpu-results FILE`. "
+        "Its CPU rows are that machine's CPU, not the machine above: compare CUDA with them, not with the tables above.",
+        "",
+    ]
+    for key, render in (
+        ("attention", attention_lines),
+        ("memory", memory_lines),
+        ("widgets", widget_lines),
+        ("training", training_lines),
+    ):
         if key in gpu:
             lines += ["#" + line if line.startswith("## ") else line for line in render(gpu)]  # one level down
     return lines
@@ -523,45 +660,75 @@ def write_report(results: dict, out: Path) -> None:
     info = results["machine"]
     lines += ["## Machine", ""] + [f"- {key}: {value}" for key, value in info.items()] + [""]
     if results.get("measured"):
-        lines += ["Sections measured (a run with `--only` keeps the others from the previous run): "
-                  + ", ".join(f"{section} {date}" for section, date in results["measured"].items()), ""]
+        lines += [
+            "Sections measured (a run with `--only` keeps the others from the previous run): "
+            + ", ".join(f"{section} {date}" for section, date in results["measured"].items()),
+            "",
+        ]
     if "chapters" in results:
         total = sum(row["seconds"] for row in results["chapters"])
-        lines += ["## Chapter execution on CPU (nbclient, kernel start included)", "", "| chapter | seconds | budget | within budget | slowest cells |", "|---|---:|---:|---|---|"]
-        lines += [f"| {r['chapter']} | {r['seconds']:.1f} | {r['budget']:.0f} | {verdict(r['seconds'] <= r['budget'])} | "
-                  + "; ".join(f"{c['seconds']:.1f} s cell {c['cell']} `{c['first_line'].replace('|', '/')}`" for c in r.get("slowest_cells", [])) + " |"
-                  for r in results["chapters"]]
-        lines += [f"| **whole book** | {total:.1f} | {BUDGETS['book_seconds']:.0f} | {verdict(total <= BUDGETS['book_seconds'])} |", ""]
+        lines += [
+            "## Chapter execution on CPU (nbclient, kernel start included)",
+            "",
+            "| chapter | seconds | budget | within budget | slowest cells |",
+            "|---|---:|---:|---|---|",
+        ]
+        lines += [
+            f"| {r['chapter']} | {r['seconds']:.1f} | {r['budget']:.0f} | {verdict(r['seconds'] <= r['budget'])} | "
+            + "; ".join(
+                f"{c['seconds']:.1f} s cell {c['cell']} `{c['first_line'].replace('|', '/')}`"
+                for c in r.get("slowest_cells", [])
+            )
+            + " |"
+            for r in results["chapters"]
+        ]
+        lines += [
+            f"| **whole book** | {total:.1f} | {BUDGETS['book_seconds']:.0f} | {verdict(total <= BUDGETS['book_seconds'])} |",
+            "",
+        ]
     if "book" in results:
         lines += ["## `make book` wall time", "", "| build | seconds |", "|---|---:|"]
         lines += [f"| {r['build']} | {r['seconds']:.1f} |" for r in results["book"]] + [""]
     if "widgets" in results:
         lines += widget_lines(results)
     if "widgets_browser" in results:
-        lines += ["## Widget input-to-picture latency in Chromium (every control; median and p95 ms)", "",
-                  "From the input event to the first frame painted after the new picture; a presentation-only control is drawn "
-                  "by the browser (budget: its p95 within one frame, 16.7 ms), a model-bound one goes to the kernel and back "
-                  "(budget: median round trip, input to new picture, within 50 ms).", "",
-                  "*draw* = input event to picture redrawn (presentation-only controls redraw in the event handler; "
-                  "a model-bound control once the kernel's numbers have arrived and been drawn); "
-                  "*to paint* = input event to the next painted frame (adds the wait for that frame, up to 16.7 ms at 60 Hz).", "",
-                  "| where | widget | control | kind | moves | draw median / p95 ms | to paint median ms | to paint p95 ms | within budget |",
-                  "|---|---|---|---|---:|---:|---:|---:|---|"]
+        lines += [
+            "## Widget input-to-picture latency in Chromium (every control; median and p95 ms)",
+            "",
+            "From the input event to the first frame painted after the new picture; a presentation-only control is drawn "
+            "by the browser (budget: its p95 within one frame, 16.7 ms), a model-bound one goes to the kernel and back "
+            "(budget: median round trip, input to new picture, within 50 ms).",
+            "",
+            "*draw* = input event to picture redrawn (presentation-only controls redraw in the event handler; "
+            "a model-bound control once the kernel's numbers have arrived and been drawn); "
+            "*to paint* = input event to the next painted frame (adds the wait for that frame, up to 16.7 ms at 60 Hz).",
+            "",
+            "| where | widget | control | kind | moves | draw median / p95 ms | to paint median ms | to paint p95 ms | within budget |",
+            "|---|---|---|---|---:|---:|---:|---:|---|",
+        ]
         for r in results["widgets_browser"]:
             if "error" in r:
-                lines.append(f"| {r['where']} | {r['widget']} | {r['control']} | - | - | - | - | - | not measured: {r['error']} |")
+                lines.append(
+                    f"| {r['where']} | {r['widget']} | {r['control']} | - | - | - | - | - | not measured: {r['error']} |"
+                )
                 continue
             draw = f"{r['draw_median_ms']:.1f} / {r['draw_p95_ms']:.1f}" if "draw_median_ms" in r else "-"
             if r["kind"] == "presentation-only":  # the picture must be redrawn within one frame
                 within = "draw_p95_ms" in r and r["draw_p95_ms"] <= BUDGETS["frame_ms"]
             else:  # the kernel's round trip: input to the new picture, median
                 within = r.get("draw_median_ms", r["median_ms"]) <= BUDGETS["widget_median_ms"]
-            lines.append(f"| {r['where']} | {r['widget']} | {r['control']} | {r['kind']} | {r['moves']} | {draw} | {r['median_ms']:.1f} | "
-                         f"{r['p95_ms']:.1f} | {verdict(within)} |")
+            lines.append(
+                f"| {r['where']} | {r['widget']} | {r['control']} | {r['kind']} | {r['moves']} | {draw} | {r['median_ms']:.1f} | "
+                f"{r['p95_ms']:.1f} | {verdict(within)} |"
+            )
         drawing = [r for r in results["widgets_browser"] if "drawing_median_ms" in r]
         if drawing:  # where a model-bound round trip goes: the rest is the kernel and the messages
-            lines += ["", "Of a model-bound round trip, the widget's drawing in the browser took (median ms): "
-                      + "; ".join(f"{r['widget']} · {r['control']} {r['drawing_median_ms']:.1f}" for r in drawing) + "."]
+            lines += [
+                "",
+                "Of a model-bound round trip, the widget's drawing in the browser took (median ms): "
+                + "; ".join(f"{r['widget']} · {r['control']} {r['drawing_median_ms']:.1f}" for r in drawing)
+                + ".",
+            ]
         lines.append("")
     if "training" in results:
         lines += training_lines(results)
@@ -571,11 +738,20 @@ def write_report(results: dict, out: Path) -> None:
         lines += memory_lines(results)
     if "transfer" in results:
         study = results["transfer"]
-        lines += ["## Chapter 7's transfer study (test accuracy, mean and 95 % interval over "
-                  f"{study['repeats']} repeats)", "", f"Stored in {study['file']}; seconds: "
-                  + ", ".join(f"{k} {v:.0f}" for k, v in study["seconds"].items()) + ".", "",
-                  "| arm | labelled examples | mean | 95 % interval |", "|---|---:|---:|---|"]
-        lines += [f"| {r['arm']} | {r['size']:,} | {r['mean']:.1%} | {r['low']:.1%} to {r['high']:.1%} |" for r in study["rows"]]
+        lines += [
+            f"## Chapter 7's transfer study (test accuracy, mean and 95 % interval over {study['repeats']} repeats)",
+            "",
+            f"Stored in {study['file']}; seconds: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in study["seconds"].items())
+            + ".",
+            "",
+            "| arm | labelled examples | mean | 95 % interval |",
+            "|---|---:|---:|---|",
+        ]
+        lines += [
+            f"| {r['arm']} | {r['size']:,} | {r['mean']:.1%} | {r['low']:.1%} to {r['high']:.1%} |"
+            for r in study["rows"]
+        ]
         lines.append("")
     if "gpu" in results:
         lines += gpu_lines(results["gpu"])
@@ -590,7 +766,19 @@ def merge_gpu_results(path: Path, out: Path) -> dict:
     if "gpu" not in measured.get("machine", {}):
         raise SystemExit(f"{path} was not measured on a machine with a GPU (its machine has no 'gpu' entry)")
     results = json.loads((out / "results.json").read_text())
-    kept = ("machine", "command", "attention_device", "d_model", "heads", "attention", "memory", "widget_updates", "widgets", "training", "measured")
+    kept = (
+        "machine",
+        "command",
+        "attention_device",
+        "d_model",
+        "heads",
+        "attention",
+        "memory",
+        "widget_updates",
+        "widgets",
+        "training",
+        "measured",
+    )
     results["gpu"] = {key: measured[key] for key in kept if key in measured}
     write_report(results, out)
     print((out / "RESULTS.md").read_text())
@@ -604,21 +792,44 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the code runs")
-    parser.add_argument("--transfer-arms", nargs="+", metavar="ARM",
-                        help="transfer study: run only these arms (written to --out, not stored in the package)")
-    parser.add_argument("--transfer-sizes", nargs="+", type=int, metavar="N",
-                        help="transfer study: run only these label counts (a part, written to --out; see tools/merge_transfer_parts.py)")
+    parser.add_argument(
+        "--transfer-arms",
+        nargs="+",
+        metavar="ARM",
+        help="transfer study: run only these arms (written to --out, not stored in the package)",
+    )
+    parser.add_argument(
+        "--transfer-sizes",
+        nargs="+",
+        type=int,
+        metavar="N",
+        help="transfer study: run only these label counts (a part, written to --out; see tools/merge_transfer_parts.py)",
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
-    parser.add_argument("--devices", nargs="+", choices=("cpu", "cuda"),
-                        help="devices for the attention, memory, widget and training sections (default: cpu, and cuda when there is one)")
-    parser.add_argument("--skip-browser", action="store_true", help="leave out the Chromium widget table (a machine without Chromium)")
-    parser.add_argument("--gpu-results", type=Path, metavar="FILE",
-                        help="measure nothing: put FILE (results.json written on a GPU machine) into --out's results as the GPU section")
+    parser.add_argument(
+        "--devices",
+        nargs="+",
+        choices=("cpu", "cuda"),
+        help="devices for the attention, memory, widget and training sections (default: cpu, and cuda when there is one)",
+    )
+    parser.add_argument(
+        "--skip-browser", action="store_true", help="leave out the Chromium widget table (a machine without Chromium)"
+    )
+    parser.add_argument(
+        "--gpu-results",
+        type=Path,
+        metavar="FILE",
+        help="measure nothing: put FILE (results.json written on a GPU machine) into --out's results as the GPU section",
+    )
     args = parser.parse_args(argv)
     if args.gpu_results:
         return merge_gpu_results(args.gpu_results, args.out)
     sections = args.only or (SECTIONS if not args.smoke else ("attention", "memory", "widgets", "training"))
-    results: dict = {"machine": machine(), "budgets": BUDGETS, "command": " ".join(["python benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])])}
+    results: dict = {
+        "machine": machine(),
+        "budgets": BUDGETS,
+        "command": " ".join(["python benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])]),
+    }
     names = args.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     if "cuda" in names and not torch.cuda.is_available():
         parser.error("--devices cuda: torch finds no CUDA device here")
@@ -661,7 +872,10 @@ def main(argv: list[str] | None = None) -> dict:
         for key, value in kept.items():
             if key not in results:
                 results[key] = value
-        results["measured"] = {**{s: dates.get(s, kept["machine"]["date"]) for s in SECTIONS if s in kept}, **results["measured"]}
+        results["measured"] = {
+            **{s: dates.get(s, kept["machine"]["date"]) for s in SECTIONS if s in kept},
+            **results["measured"],
+        }
     write_report(results, args.out)
     print((args.out / "RESULTS.md").read_text())
     return results

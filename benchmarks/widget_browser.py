@@ -158,12 +158,19 @@ def _summarise(rows: list[dict], where: str) -> list[dict]:
     summary = []
     for row in rows:
         times = [t for t in row["times"] if t is not None]
-        entry = {"where": where, "widget": row["kind"], "control": row["control"],
-                 "kind": "model-bound (kernel round trip)" if row["bound"] else "presentation-only", "moves": len(times)}
+        entry = {
+            "where": where,
+            "widget": row["kind"],
+            "control": row["control"],
+            "kind": "model-bound (kernel round trip)" if row["bound"] else "presentation-only",
+            "moves": len(times),
+        }
         if times and None not in row["times"]:
             entry.update(median_ms=statistics.median(times), p95_ms=_percentile(times, 95))
             if row["handled"]:  # input event to picture redrawn (before the browser paints it)
-                entry.update(draw_median_ms=statistics.median(row["handled"]), draw_p95_ms=_percentile(row["handled"], 95))
+                entry.update(
+                    draw_median_ms=statistics.median(row["handled"]), draw_p95_ms=_percentile(row["handled"], 95)
+                )
             if row.get("drawing"):  # of a model-bound redraw, the part spent drawing in the browser
                 entry.update(drawing_median_ms=statistics.median(row["drawing"]))
         else:
@@ -176,8 +183,10 @@ def _write_notebook(folder: Path) -> Path:
     import nbformat
 
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_markdown_cell("# Widget benchmark\n\nOne widget of each kind."),
-                      nbformat.v4.new_code_cell(NOTEBOOK_SETUP)]
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("# Widget benchmark\n\nOne widget of each kind."),
+        nbformat.v4.new_code_cell(NOTEBOOK_SETUP),
+    ]
     notebook.cells += [nbformat.v4.new_code_cell(f"widgets[names[{i}]]") for i in range(6)]
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path = folder / "widgets.ipynb"
@@ -220,7 +229,9 @@ def bench_site(repeats: int, scratch: Path) -> list[dict]:
     config = (book / "_config.yml").read_text().replace("execute_notebooks: cache", "execute_notebooks: force")
     (book / "_config.yml").write_text(config)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
-    completed = subprocess.run([str(jupyter_book), "build", str(book), "--path-output", str(book)], capture_output=True, text=True)
+    completed = subprocess.run(
+        [str(jupyter_book), "build", str(book), "--path-output", str(book)], capture_output=True, text=True
+    )
     if completed.returncode != 0:
         raise RuntimeError("the one-page book did not build:\n" + completed.stdout[-2000:] + completed.stderr[-2000:])
     page = book / "_build" / "html" / "widgets.html"

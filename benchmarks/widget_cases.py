@@ -12,7 +12,6 @@ import torch
 
 import attention_book as ab
 
-
 # The two values each widget's model-bound control alternates between (the browser benchmark
 # types them into the widget; the kernel benchmark sets them from Python). The first is the
 # value the widget starts with, so the first one typed (the second) changes it.
@@ -79,7 +78,9 @@ def widget_cases():
             return ab.EncoderDecoder(len(vocab), len(vocab), d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=10)
 
         def train(model):
-            raise RuntimeError("the widget benchmark uses chapter 6's stored sorting model; run it with ATTENTION_BOOK_SEEDS unset")
+            raise RuntimeError(
+                "the widget benchmark uses chapter 6's stored sorting model; run it with ATTENTION_BOOK_SEEDS unset"
+            )
 
         model, _ = ab.StoredRuns("chapter06").run("sorting", 0, build, train, live=False)
         source = vocab.encode(MODEL_INPUTS["decoding"][1][0].split())[None]  # (1, 8)

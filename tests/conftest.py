@@ -18,7 +18,7 @@ import os
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # read by torch at import, here and in every kernel
 
-import pytest  # noqa: E402
+import pytest
 
 
 @pytest.fixture

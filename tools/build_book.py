@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import figure_audit  # noqa: E402  (tools/figure_audit.py)
+import figure_audit
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE_MODULES = ROOT / "node_modules"
@@ -44,9 +44,9 @@ VENDOR = ROOT / "vendor"
 SOURCE_SUFFIXES = (".md", ".ipynb", ".rst")
 
 OTHER_MACHINE = {
-    "ATEN_CPU_CAPABILITY": "default",   # ATen's portable kernels, not the AVX2/AVX-512 ones
+    "ATEN_CPU_CAPABILITY": "default",  # ATen's portable kernels, not the AVX2/AVX-512 ones
     "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",  # MKL's matrix products without AVX
-    "OMP_NUM_THREADS": "1",             # one thread: other summation orders in the kernels
+    "OMP_NUM_THREADS": "1",  # one thread: other summation orders in the kernels
 }
 """The environment of the second numerical configuration (``--other-machine``)."""
 
@@ -206,8 +206,10 @@ def _drop_outputs_of_another_package(build_dir: Path, environment: dict[str, str
     cache, stamp = build_dir / ".jupyter_cache", build_dir / ".jupyter_cache.package"
     stale = [path for path in (cache, build_dir / ".doctrees", build_dir / "jupyter_execute") if path.exists()]
     if stale and (not stamp.is_file() or stamp.read_text() != digest.hexdigest()):
-        print("build_book: attention_book or the numerical configuration changed since the last build; "
-              "executing every chapter again")
+        print(
+            "build_book: attention_book or the numerical configuration changed since the last build; "
+            "executing every chapter again"
+        )
         # Sphinx re-reads only sources that changed: without its saved environment it reads (and so
         # executes) every chapter again, instead of keeping pages made from the dropped outputs.
         for path in stale:
@@ -262,8 +264,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("build_dir", nargs="?", default="_build", help="output folder (must be named _build)")
     parser.add_argument("--vendor-only", action="store_true", help="only refresh vendor/ from node_modules")
-    parser.add_argument("--other-machine", action="store_true",
-                        help="execute the chapters under the second numerical configuration (OTHER_MACHINE), as make test does")
+    parser.add_argument(
+        "--other-machine",
+        action="store_true",
+        help="execute the chapters under the second numerical configuration (OTHER_MACHINE), as make test does",
+    )
     arguments = parser.parse_args(argv)
     if arguments.vendor_only:
         vendor_assets()

@@ -168,7 +168,9 @@ def site_and_raw(config_path: Path) -> tuple[str, str]:
 @cache
 def book(root: Path = ROOT) -> Book:
     site, raw = site_and_raw(root / "_config.yml")
-    return Book(site, raw, read_bibliography(root / "book" / "references.bib"), read_glossary(root / "book" / "glossary.md"))
+    return Book(
+        site, raw, read_bibliography(root / "book" / "references.bib"), read_glossary(root / "book" / "glossary.md")
+    )
 
 
 # ---------------------------------------------------------------------------------
@@ -338,7 +340,9 @@ def _relative_folder(path: Path) -> str:
     return path.parent.as_posix()
 
 
-def expected_outputs(source_dir: Path, target_dir: Path, where: Book | None = None) -> tuple[dict[Path, str], dict[Path, str]]:
+def expected_outputs(
+    source_dir: Path, target_dir: Path, where: Book | None = None
+) -> tuple[dict[Path, str], dict[Path, str]]:
     written: dict[Path, str] = {}
     problems: dict[Path, str] = {}
     for chapter_path in chapters(source_dir):
@@ -362,7 +366,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("source", type=Path, help="folder with the chapters NN_*.ipynb (e.g. notebooks)")
     parser.add_argument("target", type=Path, help="folder for the Colab edition (e.g. notebooks/colab)")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 and name the notebooks that are out of date")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 and name the notebooks that are out of date"
+    )
     arguments = parser.parse_args(argv)
     if not arguments.source.is_dir():
         parser.error(f"{arguments.source} is not a folder")

@@ -36,7 +36,7 @@ KEY = "attention-book:smallest-text-px"
 COLUMN_PX = 660  # the page column at the 1280 px layout (measured in Chromium)
 MIN_PX = 8.0  # the smallest text we accept on the page, in CSS pixels
 
-STARTUP = '''\
+STARTUP = """\
 # Written by tools/figure_audit.py: stamps each figure's PNG with its smallest text size.
 def _attention_book_figure_audit():
     import importlib.util
@@ -49,7 +49,7 @@ def _attention_book_figure_audit():
 
 _attention_book_figure_audit()
 del _attention_book_figure_audit
-'''
+"""
 
 
 def smallest_text_px(figure) -> float | None:
@@ -122,7 +122,9 @@ def read_svg(data: bytes) -> float:
     """The smallest font size an SVG figure declares, in its own pixels (an <img> renders it
     alone, so relative sizes are taken against the browser's default 16 px; with no size
     declared, text is 16 px). Nested relative sizes are not compounded."""
-    sizes = [float(value) * SVG_UNITS[unit or None] for value, unit in SVG_FONT_SIZE.findall(data.decode("utf-8", "replace"))]
+    sizes = [
+        float(value) * SVG_UNITS[unit or None] for value, unit in SVG_FONT_SIZE.findall(data.decode("utf-8", "replace"))
+    ]
     return min(sizes, default=16.0)
 
 

@@ -41,9 +41,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import nbformat
-
 import colab_edition  # tools/colab_edition.py: the student notebooks are portable markdown too
+import nbformat
 
 BEGIN = "# BEGIN SOLUTION"
 END = "# END SOLUTION"
@@ -337,7 +336,10 @@ def label_expected_output(cell) -> None:
 
 def unlabel(text: str) -> str:
     """The inverse of the label: what nbval compares after the sanitizer has run."""
-    return "".join(line[len(EXPECTED_LABEL):] if line.startswith(EXPECTED_LABEL) else line for line in text.splitlines(keepends=True))
+    return "".join(
+        line[len(EXPECTED_LABEL) :] if line.startswith(EXPECTED_LABEL) else line
+        for line in text.splitlines(keepends=True)
+    )
 
 
 def _cell_id(seed: str) -> str:
@@ -368,7 +370,9 @@ def exercise_notebook(chapter, chapter_path: str, exercise_path: str):
         if has_solution(cell.source):
             exercise_id = _exercise_of_solution(chapter.cells, index)
             if exercise_id is None:
-                problems.append(f"cell {index}: no check('N.M', ...) cell after this solution and no 'Exercise N.M' heading before it")
+                problems.append(
+                    f"cell {index}: no check('N.M', ...) cell after this solution and no 'Exercise N.M' heading before it"
+                )
             try:
                 cell.source = stub_source(cell.source, exercise_id)
             except GenerateError as error:
@@ -452,7 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("source", type=Path, help="folder with the chapters NN_*.ipynb (e.g. notebooks)")
     parser.add_argument("target", type=Path, help="folder for the exercise notebooks (e.g. notebooks/exercises)")
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 and name the notebooks that are out of date")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 and name the notebooks that are out of date"
+    )
     arguments = parser.parse_args(argv)
     if not arguments.source.is_dir():
         parser.error(f"{arguments.source} is not a folder")

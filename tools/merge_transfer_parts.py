@@ -21,13 +21,25 @@ from attention_book.training.transfer import STUDY_ARMS, load_study, store_study
 
 def merge(full: dict, part: dict) -> list[str]:
     if part.get("code") != full.get("code"):
-        raise SystemExit("the part was computed by other study code than the stored run (their `code` fingerprints "
-                         "differ): run the whole grid again with `python benchmarks/run.py --only transfer`")
+        raise SystemExit(
+            "the part was computed by other study code than the stored run (their `code` fingerprints "
+            "differ): run the whole grid again with `python benchmarks/run.py --only transfer`"
+        )
     if part["plan"]["repeats"] != full["plan"]["repeats"]:
         raise SystemExit(f"the part has {part['plan']['repeats']} repeats, the stored run {full['plan']['repeats']}")
-    for key in ("small_steps", "fine_tune_steps", "mlm_steps", "probe_weight_decays", "batch_size", "max_tokens", "split_layer"):
+    for key in (
+        "small_steps",
+        "fine_tune_steps",
+        "mlm_steps",
+        "probe_weight_decays",
+        "batch_size",
+        "max_tokens",
+        "split_layer",
+    ):
         if part["plan"][key] != full["plan"][key]:
-            raise SystemExit(f"the part's plan differs from the stored run's in {key}: {part['plan'][key]} vs {full['plan'][key]}")
+            raise SystemExit(
+                f"the part's plan differs from the stored run's in {key}: {part['plan'][key]} vs {full['plan'][key]}"
+            )
     added = []
     for arm, by_size in part["arms"].items():
         for size, record in by_size.items():

@@ -24,12 +24,10 @@ import re
 from typing import Any
 
 from docutils import nodes
-
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
-
 
 
 def _is_thebe(script: Any) -> bool:

@@ -31,23 +31,42 @@ CHAPTERS = ["notebooks/04_multi_head.ipynb", "notebooks/06_encoder_decoder.ipynb
 def store(path: Path) -> float:
     notebook = nbformat.read(path, as_version=4)
     os.environ["ATTENTION_BOOK_SEEDS"] = "store"  # the kernel inherits it
-    client = NotebookClient(notebook, timeout=1800, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        notebook,
+        timeout=1800,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
-    failed = [(number, output) for number, cell in enumerate(notebook.cells) if cell.cell_type == "code"
-              for output in cell.get("outputs", []) if output.get("output_type") == "error"]
-    stored = [line for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
-              if output.get("output_type") == "stream" for line in output.get("text", "").splitlines() if line.startswith("stored ")]
+    failed = [
+        (number, output)
+        for number, cell in enumerate(notebook.cells)
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "error"
+    ]
+    stored = [
+        line
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+        if output.get("output_type") == "stream"
+        for line in output.get("text", "").splitlines()
+        if line.startswith("stored ")
+    ]
     if not stored:
         raise SystemExit(f"{path}: the chapter ran but stored nothing (does it call seed_runs.save()?)")
     print(f"{path.name}: {'; '.join(stored)} ({seconds:.0f} s)")
     for number, output in failed:
         print(f"  cell {number} failed with these runs: {output.get('ename')}: {output.get('evalue', '')[:500]}")
     if failed:
-        raise SystemExit(f"{path.name}: the runs are stored, but {len(failed)} cell(s) fail with them: fix the chapter, "
-                         "then re-execute it")
+        raise SystemExit(
+            f"{path.name}: the runs are stored, but {len(failed)} cell(s) fail with them: fix the chapter, "
+            "then re-execute it"
+        )
     return seconds
 
 

@@ -21,8 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from attention_book._files import STORED_FOLDER, record_stored_file  # noqa: E402
-from attention_book.pretrained import REFERENCE_FILE, load_minilm, minilm_files  # noqa: E402
+from attention_book._files import STORED_FOLDER, record_stored_file
+from attention_book.pretrained import REFERENCE_FILE, load_minilm, minilm_files
 
 SENTENCES = [
     "A gem of a film.",
@@ -48,19 +48,33 @@ def main() -> None:
     batch = load_minilm().encode(SENTENCES)  # the same tokenizer file; padded to the longest sentence
     with torch.no_grad():
         output = bert(
-            input_ids=batch.tokens, attention_mask=batch.padding_mask.long(), token_type_ids=batch.token_types,
+            input_ids=batch.tokens,
+            attention_mask=batch.padding_mask.long(),
+            token_type_ids=batch.token_types,
             output_hidden_states=True,
         )
     hidden = torch.stack(output.hidden_states)  # (layers + 1, batch, T, d_model)
-    versions = {"transformers": transformers.__version__, "torch": torch.__version__,
-                "tokenizers": tokenizers.__version__, "safetensors": safetensors.__version__}
+    versions = {
+        "transformers": transformers.__version__,
+        "torch": torch.__version__,
+        "tokenizers": tokenizers.__version__,
+        "safetensors": safetensors.__version__,
+    }
     STORED_FOLDER.mkdir(parents=True, exist_ok=True)
     path = STORED_FOLDER / REFERENCE_FILE
     save_file(
-        {"tokens": batch.tokens.contiguous(), "padding_mask": batch.padding_mask.to(torch.uint8).contiguous(),
-         "token_types": batch.token_types.contiguous(), "hidden_states": hidden.contiguous()},
-        str(path), metadata={"sentences": json.dumps(SENTENCES), "versions": json.dumps(versions),
-                             "model": "sentence-transformers/all-MiniLM-L6-v2 via transformers.BertModel"},
+        {
+            "tokens": batch.tokens.contiguous(),
+            "padding_mask": batch.padding_mask.to(torch.uint8).contiguous(),
+            "token_types": batch.token_types.contiguous(),
+            "hidden_states": hidden.contiguous(),
+        },
+        str(path),
+        metadata={
+            "sentences": json.dumps(SENTENCES),
+            "versions": json.dumps(versions),
+            "model": "sentence-transformers/all-MiniLM-L6-v2 via transformers.BertModel",
+        },
     )
     digest = record_stored_file(REFERENCE_FILE)
     print(f"wrote {path} ({path.stat().st_size:,} bytes, hidden states {tuple(hidden.shape)}), sha256 {digest}")

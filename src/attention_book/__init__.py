@@ -52,8 +52,10 @@ from .data.tasks import (
     Vocabulary,
     WordOrderTask,
 )
+from .decoding import greedy_decode
 from .device import available_devices, default_device
 from .key_value import SingleHeadAttention, soft_lookup
+from .layers import DecoderLayer, EncoderLayer, FeedForward
 from .modes import evaluating
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .positional import (
@@ -80,8 +82,6 @@ from .training import (
     token_accuracy,
     token_loss,
 )
-from .decoding import greedy_decode
-from .layers import DecoderLayer, EncoderLayer, FeedForward
 from .transformer import (
     Decoder,
     DecoderCache,

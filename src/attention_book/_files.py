@@ -55,9 +55,7 @@ def _package_folder(package: str, pip_command: str) -> Path:
     """The folder of an installed package, found without importing it."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise MissingPackageError(
-            f"the package {package!r} is not installed; install it with:  {pip_command}"
-        )
+        raise MissingPackageError(f"the package {package!r} is not installed; install it with:  {pip_command}")
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -156,14 +154,10 @@ def stored_file(name: str) -> Path:
     """Path of ``stored/name``, after checking its SHA-256 against ``SHA256SUMS``."""
     sums = _recorded_sums()
     if name not in sums:
-        raise ValueError(
-            f"{name!r} is not a stored file of the book; the stored files are {sorted(sums)}"
-        )
+        raise ValueError(f"{name!r} is not a stored file of the book; the stored files are {sorted(sums)}")
     path = STORED_FOLDER / name
     if not path.is_file():
-        raise FileNotFoundError(
-            f"the stored file {path} is missing: reinstall the attention-book package"
-        )
+        raise FileNotFoundError(f"the stored file {path} is missing: reinstall the attention-book package")
     actual = file_sha256(path)
     if actual != sums[name]:
         writer = STORED_FILES[name].command if name in STORED_FILES else "its writer"

@@ -26,24 +26,20 @@ def require_tensor(value: object, name: str) -> torch.Tensor:
 def require_floating(tensor: torch.Tensor, name: str) -> None:
     if not tensor.is_floating_point():
         raise ValueError(
-            f"{name} must hold floating-point numbers, but has dtype {tensor.dtype}; "
-            f"convert it with {name}.float()"
+            f"{name} must hold floating-point numbers, but has dtype {tensor.dtype}; convert it with {name}.float()"
         )
 
 
 def require_rank(tensor: torch.Tensor, name: str, minimum: int, layout: str) -> None:
     if tensor.dim() < minimum:
         raise ValueError(
-            f"{name} must have at least {minimum} dimensions {layout}, "
-            f"but has shape {describe_shape(tensor)}"
+            f"{name} must have at least {minimum} dimensions {layout}, but has shape {describe_shape(tensor)}"
         )
 
 
 def require_exact_rank(tensor: torch.Tensor, name: str, rank: int, layout: str) -> None:
     if tensor.dim() != rank:
-        raise ValueError(
-            f"{name} must have {rank} dimensions {layout}, but has shape {describe_shape(tensor)}"
-        )
+        raise ValueError(f"{name} must have {rank} dimensions {layout}, but has shape {describe_shape(tensor)}")
 
 
 def broadcast_shape(*shapes: Sequence[int]) -> tuple[int, ...] | None:
@@ -88,11 +84,18 @@ def check_mask(mask: torch.Tensor | None, target_shape: tuple[int, ...], layout:
 
 def require_count(value: object, name: str, minimum: int = 1, maximum: int | None = None) -> int:
     """An integer (not a bool) of at least ``minimum`` (and at most ``maximum``), or a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum or (maximum is not None and value > maximum):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value < minimum
+        or (maximum is not None and value > maximum)
+    ):
         if maximum is not None:
             kind = f"an integer from {minimum} to {maximum}"
         else:
-            kind = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer of at least {minimum}")
+            kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
+                minimum, f"an integer of at least {minimum}"
+            )
         raise ValueError(f"{name} must be {kind}, but {value!r} was given")
     return value
 
@@ -116,7 +119,11 @@ def require_labels(labels: object, count: int, name: str = "labels") -> torch.Te
 
 
 def require_padding_mask(
-    padding_mask: object, shape: Sequence[int], like: str, name: str = "padding_mask", meaning: str = "True = real token"
+    padding_mask: object,
+    shape: Sequence[int],
+    like: str,
+    name: str = "padding_mask",
+    meaning: str = "True = real token",
 ) -> torch.Tensor:
     """A boolean mask of exactly ``shape``; ``like`` names what it must match, ``meaning`` what True says."""
     require_tensor(padding_mask, name)

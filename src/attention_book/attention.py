@@ -17,7 +17,15 @@ import math
 
 import torch
 
-from ._validation import broadcast_shape, check_mask, describe_shape, require_floating, require_positive, require_rank, require_tensor
+from ._validation import (
+    broadcast_shape,
+    check_mask,
+    describe_shape,
+    require_floating,
+    require_positive,
+    require_rank,
+    require_tensor,
+)
 
 __all__ = ["softmax", "attention_scores", "scaled_dot_product_attention", "causal_mask", "padding_mask"]
 

@@ -29,9 +29,7 @@ def _activation(name: str):
     return _ACTIVATIONS[name]
 
 
-def residual(
-    x: torch.Tensor, sublayer, *, norm: nn.LayerNorm, dropout: nn.Dropout, norm_first: bool
-) -> torch.Tensor:
+def residual(x: torch.Tensor, sublayer, *, norm: nn.LayerNorm, dropout: nn.Dropout, norm_first: bool) -> torch.Tensor:
     """One sublayer wrapped in a residual connection and a layer norm: the only place pre- and post-norm differ.
 
     Post-norm (the original Transformer, BERT): ``norm(x + dropout(sublayer(x)))``.
@@ -162,8 +160,11 @@ class EncoderLayer(_Layer):
         require_tensor(x, "x")
         require_exact_rank(x, "x", 3, "(batch, T, d_model)")
         x = residual(
-            x, lambda h: self.self_attn(h, h, h, mask=mask)[0],
-            norm=self.norm1, dropout=self.dropout1, norm_first=self.norm_first,
+            x,
+            lambda h: self.self_attn(h, h, h, mask=mask)[0],
+            norm=self.norm1,
+            dropout=self.dropout1,
+            norm_first=self.norm_first,
         )
         return residual(x, self.feed_forward, norm=self.norm2, dropout=self.dropout2, norm_first=self.norm_first)
 
@@ -172,7 +173,7 @@ class EncoderLayer(_Layer):
         return self.self_attn.last_weights
 
     @classmethod
-    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderLayer":
+    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> EncoderLayer:
         """Our copy of a ``torch.nn.TransformerEncoderLayer`` (read as batch first)."""
         return _layer_from_torch(cls, layer, nn.TransformerEncoderLayer)
 
@@ -227,12 +228,18 @@ class DecoderLayer(_Layer):
             self_mask = future if self_mask is None else self_mask & future
 
         x = residual(
-            x, lambda h: self.self_attn(h, h, h, mask=self_mask)[0],
-            norm=self.norm1, dropout=self.dropout1, norm_first=self.norm_first,
+            x,
+            lambda h: self.self_attn(h, h, h, mask=self_mask)[0],
+            norm=self.norm1,
+            dropout=self.dropout1,
+            norm_first=self.norm_first,
         )
         x = residual(
-            x, lambda h: self.cross_attn(h, memory, memory, mask=memory_mask)[0],
-            norm=self.norm2, dropout=self.dropout2, norm_first=self.norm_first,
+            x,
+            lambda h: self.cross_attn(h, memory, memory, mask=memory_mask)[0],
+            norm=self.norm2,
+            dropout=self.dropout2,
+            norm_first=self.norm_first,
         )
         return residual(x, self.feed_forward, norm=self.norm3, dropout=self.dropout3, norm_first=self.norm_first)
 
@@ -264,14 +271,17 @@ class DecoderLayer(_Layer):
 
         x = residual(x, self_attention, norm=self.norm1, dropout=self.dropout1, norm_first=self.norm_first)
         x = residual(
-            x, lambda h: self.cross_attn.attend(h, *memory_keys_values, mask=memory_mask)[0],
-            norm=self.norm2, dropout=self.dropout2, norm_first=self.norm_first,
+            x,
+            lambda h: self.cross_attn.attend(h, *memory_keys_values, mask=memory_mask)[0],
+            norm=self.norm2,
+            dropout=self.dropout2,
+            norm_first=self.norm_first,
         )
         x = residual(x, self.feed_forward, norm=self.norm3, dropout=self.dropout3, norm_first=self.norm_first)
         return x, grown
 
     @classmethod
-    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderLayer":
+    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> DecoderLayer:
         """Our copy of a ``torch.nn.TransformerDecoderLayer`` (read as batch first).
 
         PyTorch's layer applies no causal mask unless given one; call ours with

@@ -88,7 +88,9 @@ class MultiHeadAttention(nn.Module):
     agree whatever the initialisation.
     """
 
-    def __init__(self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, d_head: int | None = None):
+    def __init__(
+        self, d_model: int, num_heads: int, bias: bool = True, dropout: float = 0.0, d_head: int | None = None
+    ):
         super().__init__()
         require_count(d_model, "d_model", 1)
         require_count(num_heads, "num_heads", 1)
@@ -209,7 +211,7 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(merge_heads(heads_out)), weights  # (batch, T_q, d_model)
 
     @classmethod
-    def from_torch(cls, module: nn.MultiheadAttention) -> "MultiHeadAttention":
+    def from_torch(cls, module: nn.MultiheadAttention) -> MultiHeadAttention:
         """A copy of ``module``'s weights in our layout; computes the same function on batch-first inputs.
 
         Supports the common configuration: query, key and value of the same size, no

@@ -102,8 +102,7 @@ def _check_tokens(x: torch.Tensor, d_model: int, max_len: int, offset: int = 0) 
     if offset + x.shape[1] > max_len:
         where = f"tokens at positions {offset} to {offset + x.shape[1] - 1}" if offset else f"{x.shape[1]} tokens"
         raise ValueError(
-            f"the sequence has {where} but this positional encoding knows only "
-            f"max_len={max_len} positions"
+            f"the sequence has {where} but this positional encoding knows only max_len={max_len} positions"
         )
 
 
@@ -157,7 +156,9 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     require_tensor(x, "x")
     require_rank(x, "x", 1, "(..., d)")
     if x.shape[-1] % 2:
-        raise ValueError(f"rotate_half turns feature pairs, so the last dimension must be even, but x has shape {describe_shape(x)}")
+        raise ValueError(
+            f"rotate_half turns feature pairs, so the last dimension must be even, but x has shape {describe_shape(x)}"
+        )
     pairs = x.unflatten(-1, (-1, 2))  # (..., d/2, 2)
     return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)  # (..., d)
 

@@ -43,11 +43,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ._files import ChecksumError, MissingPackageError, file_sha256, installed_file, stored_file
-
 # Re-exported only for training/transfer.py, which is being split (issue 33); the stored
 # files' registry and functions live in attention_book._files: import them from there.
 from ._files import STORED_FOLDER as STORED_FOLDER
+from ._files import ChecksumError, MissingPackageError, file_sha256, installed_file, stored_file
 from ._files import record_stored_file as record_stored_file
 from ._validation import describe_shape, require_count
 from .modes import evaluating
@@ -85,12 +84,16 @@ MODEL_CHECKSUMS = {
 MODEL_CONFIG = "model/config.json"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def minilm_files() -> dict[str, Path]:
     """Verified paths of the MiniLM files: ``weights``, ``tokenizer`` and ``config`` (cached)."""
     return {
-        "weights": installed_file(MODEL_PACKAGE, "model/model.safetensors", MODEL_CHECKSUMS["model/model.safetensors"], MODEL_PIP_COMMAND),
-        "tokenizer": installed_file(MODEL_PACKAGE, "model/tokenizer.json", MODEL_CHECKSUMS["model/tokenizer.json"], MODEL_PIP_COMMAND),
+        "weights": installed_file(
+            MODEL_PACKAGE, "model/model.safetensors", MODEL_CHECKSUMS["model/model.safetensors"], MODEL_PIP_COMMAND
+        ),
+        "tokenizer": installed_file(
+            MODEL_PACKAGE, "model/tokenizer.json", MODEL_CHECKSUMS["model/tokenizer.json"], MODEL_PIP_COMMAND
+        ),
         "config": installed_file(MODEL_PACKAGE, MODEL_CONFIG, None, MODEL_PIP_COMMAND),
     }
 
@@ -104,7 +107,9 @@ def bert_encoder_options(config: dict) -> dict:
     expected = {"model_type": "bert", "hidden_act": "gelu", "position_embedding_type": "absolute"}
     for key, value in expected.items():
         if config.get(key, value) != value:
-            raise ValueError(f"only BERT checkpoints with {key}={value!r} can be loaded, but the config has {config.get(key)!r}")
+            raise ValueError(
+                f"only BERT checkpoints with {key}={value!r} can be loaded, but the config has {config.get(key)!r}"
+            )
     return dict(
         vocab_size=config["vocab_size"],
         d_model=config["hidden_size"],
@@ -162,7 +167,9 @@ def load_bert_state(encoder: Encoder, checkpoint: dict[str, torch.Tensor]) -> li
                 continue
             source = checkpoint[theirs]
             if tuple(source.shape) != tuple(parameter.shape):
-                problems.append(f"{ours} has shape {describe_shape(parameter)} but {theirs} has {describe_shape(source)}")
+                problems.append(
+                    f"{ours} has shape {describe_shape(parameter)} but {theirs} has {describe_shape(source)}"
+                )
                 continue
             parameter.copy_(source)
             used.add(theirs)
@@ -194,8 +201,10 @@ class TokenBatch:
     token_types: torch.Tensor  # (batch, T) 0 = first segment, 1 = second
     labels: list[list[str]]  # the word pieces of each text, without padding
 
-    def to(self, device: torch.device | str) -> "TokenBatch":
-        return TokenBatch(self.tokens.to(device), self.padding_mask.to(device), self.token_types.to(device), self.labels)
+    def to(self, device: torch.device | str) -> TokenBatch:
+        return TokenBatch(
+            self.tokens.to(device), self.padding_mask.to(device), self.token_types.to(device), self.labels
+        )
 
     def __len__(self) -> int:
         return self.tokens.shape[0]
@@ -251,7 +260,9 @@ class PretrainedEncoder(nn.Module):
         )
 
     # -- text -> tokens -------------------------------------------------------------------
-    def encode(self, texts: str | list[str], max_tokens: int | None = None, pairs: list[str] | None = None) -> TokenBatch:
+    def encode(
+        self, texts: str | list[str], max_tokens: int | None = None, pairs: list[str] | None = None
+    ) -> TokenBatch:
         """Tokenize ``texts`` ([CLS] text [SEP], or [CLS] a [SEP] b [SEP] with ``pairs``).
 
         Texts longer than ``max_tokens`` word pieces (default: the model's ``max_len``),
@@ -328,7 +339,9 @@ class PretrainedEncoder(nn.Module):
             texts = [texts]
         require_count(batch_size, "batch_size")
         if layers not in ("last", "all") and not (isinstance(layers, int) and 0 <= layers <= self.num_layers):
-            raise ValueError(f"layers must be 'last', 'all' or a layer number from 0 to {self.num_layers}, but {layers!r} was given")
+            raise ValueError(
+                f"layers must be 'last', 'all' or a layer number from 0 to {self.num_layers}, but {layers!r} was given"
+            )
         with evaluating(self):
             lengths = [len(text) for text in texts]
             order = sorted(range(len(texts)), key=lambda i: lengths[i])
@@ -349,7 +362,7 @@ class PretrainedEncoder(nn.Module):
         return torch.stack(pooled)
 
     # -- copies ---------------------------------------------------------------------------
-    def copy(self, trainable: bool = True) -> "PretrainedEncoder":
+    def copy(self, trainable: bool = True) -> PretrainedEncoder:
         """An independent copy (for fine-tuning), with ``requires_grad`` set to ``trainable``."""
         duplicate = copy.deepcopy(self)
         duplicate.requires_grad_(trainable)

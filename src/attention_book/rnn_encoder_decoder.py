@@ -94,7 +94,9 @@ class RNNEncoderDecoder(nn.Module):
         self.out = nn.Linear(2 * hidden, vocab_size)  # from [decoder state, what it saw]
         self.last_weights: torch.Tensor | None = None
 
-    def encode(self, source: torch.Tensor, source_padding: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode(
+        self, source: torch.Tensor, source_padding: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Encoder states ``(batch, T_in, hidden)`` and the last real state of each source ``(batch, hidden)``."""
         if source.dim() != 2:
             raise ValueError(f"source must be (batch, T_in) token ids, but shape {tuple(source.shape)} was given")

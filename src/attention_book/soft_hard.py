@@ -34,7 +34,9 @@ def _check_scores(scores: torch.Tensor, dim: int) -> None:
     if not -scores.dim() <= dim < scores.dim():
         raise ValueError(f"dim={dim} is out of range for scores of shape {describe_shape(scores)}")
     if scores.shape[dim] == 0:
-        raise ValueError(f"scores must have at least one entry along dim={dim}, but have shape {describe_shape(scores)}")
+        raise ValueError(
+            f"scores must have at least one entry along dim={dim}, but have shape {describe_shape(scores)}"
+        )
 
 
 def hardmax(scores: torch.Tensor, dim: int = -1) -> torch.Tensor:

@@ -137,10 +137,10 @@ class Encoder(nn.Module):
             layer_norm_eps=layer_norm_eps,
             scale=scale_embeddings,
         )
-        layer_options = dict(dropout=dropout, norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps)
-        self.layers = nn.ModuleList(
-            EncoderLayer(d_model, num_heads, d_ff, **layer_options) for _ in range(num_layers)
+        layer_options = dict(
+            dropout=dropout, norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps
         )
+        self.layers = nn.ModuleList(EncoderLayer(d_model, num_heads, d_ff, **layer_options) for _ in range(num_layers))
         # Pre-norm stacks end with a layer norm, since their residual stream is never normalised.
         self.final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
 
@@ -219,10 +219,10 @@ class Decoder(nn.Module):
         self.embedding = _Embedding(
             vocab_size, d_model, max_len, positional=positional, dropout=dropout, layer_norm_eps=layer_norm_eps
         )
-        layer_options = dict(dropout=dropout, norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps)
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, num_heads, d_ff, **layer_options) for _ in range(num_layers)
+        layer_options = dict(
+            dropout=dropout, norm_first=norm_first, activation=activation, layer_norm_eps=layer_norm_eps
         )
+        self.layers = nn.ModuleList(DecoderLayer(d_model, num_heads, d_ff, **layer_options) for _ in range(num_layers))
         self.final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
 
     def forward(
@@ -245,7 +245,7 @@ class Decoder(nn.Module):
     def cross_attention_weights(self) -> list[torch.Tensor | None]:
         return [layer.cross_attn.last_weights for layer in self.layers]
 
-    def start(self, memory: torch.Tensor, memory_padding_mask: torch.Tensor | None = None) -> "DecoderCache":
+    def start(self, memory: torch.Tensor, memory_padding_mask: torch.Tensor | None = None) -> DecoderCache:
         """An empty cache for writing one token at a time: the encoder output's keys and values, once per layer."""
         require_tensor(memory, "memory")
         require_exact_rank(memory, "memory", 3, "(batch, T_in, d_model)")
@@ -255,7 +255,7 @@ class Decoder(nn.Module):
             past=[None] * len(self.layers),
         )
 
-    def step(self, tokens: torch.Tensor, cache: "DecoderCache") -> torch.Tensor:
+    def step(self, tokens: torch.Tensor, cache: DecoderCache) -> torch.Tensor:
         """The next position: tokens (batch, 1), the token fed at position ``cache.position``.
 
         Returns (batch, 1, d_model), what :meth:`forward` returns at that position when fed every
@@ -265,7 +265,9 @@ class Decoder(nn.Module):
             raise ValueError(f"cache must come from Decoder.start(memory), but a {type(cache).__name__} was given")
         require_tensor(tokens, "tokens")
         if tokens.dim() != 2 or tokens.shape[1] != 1:
-            raise ValueError(f"step() takes one token per sequence, shape (batch, 1), but was given shape {tuple(tokens.shape)}")
+            raise ValueError(
+                f"step() takes one token per sequence, shape (batch, 1), but was given shape {tuple(tokens.shape)}"
+            )
         x = self.embedding(tokens, offset=cache.position)  # (batch, 1, d_model)
         for index, layer in enumerate(self.layers):
             x, cache.past[index] = layer.step(

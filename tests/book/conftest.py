@@ -37,7 +37,6 @@ def site() -> Path:
     return HTML
 
 
-
 @pytest.fixture(scope="module")
 def browser():
     paths = _browser_paths()

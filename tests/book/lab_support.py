@@ -50,8 +50,15 @@ def jupyter_lab(folder: Path, scratch: Path):
         BROWSER="true",
     )
     command = [
-        str(JUPYTER), "lab", str(folder), f"--port={port}", "--port-retries=0", "--no-browser",
-        f"--IdentityProvider.token={token}", f"--LabApp.app_settings_dir={LAB_SETTINGS}", f"--config={SERVER_CONFIG}",
+        str(JUPYTER),
+        "lab",
+        str(folder),
+        f"--port={port}",
+        "--port-retries=0",
+        "--no-browser",
+        f"--IdentityProvider.token={token}",
+        f"--LabApp.app_settings_dir={LAB_SETTINGS}",
+        f"--config={SERVER_CONFIG}",
         "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: run, save and close by command
     ]
     if os.getuid() == 0:
@@ -189,14 +196,26 @@ def chromium(width: int = 1280, height: int = 1500):
 
     paths = _browser_paths()
     if paths is None:
-        raise RuntimeError("Chromium and chromedriver are needed (Debian packages chromium, chromium-driver; `make browser`)")
+        raise RuntimeError(
+            "Chromium and chromedriver are needed (Debian packages chromium, chromium-driver; `make browser`)"
+        )
     os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager fetch anything
     profile = tempfile.mkdtemp(prefix="chromium-lab-")
     options = Options()
     options.binary_location = paths[0]
-    for argument in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                     "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
-                     "--proxy-server=127.0.0.1:9", f"--window-size={width},{height}", "--hide-scrollbars"):
+    for argument in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--proxy-server=127.0.0.1:9",
+        f"--window-size={width},{height}",
+        "--hide-scrollbars",
+    ):
         options.add_argument(argument)
     driver = webdriver.Chrome(service=Service(paths[1]), options=options)
     driver.set_page_load_timeout(120)

@@ -55,7 +55,9 @@ def _pages(site: Path) -> list[Path]:
 
 def _browser_paths() -> tuple[str, str] | None:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None)
+    driver = shutil.which("chromedriver") or (
+        "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None
+    )
     return (chromium, driver) if chromium and driver else None
 
 

@@ -3,17 +3,26 @@
 import json
 import subprocess
 import sys
+
 from tests.helpers import ROOT
 
 
 def test_benchmark_smoke_run_writes_a_table(tmp_path):
     completed = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--smoke", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     report = (tmp_path / "RESULTS.md").read_text()
-    for heading in ("## Machine", "## Widget update latency", "## Training to target", "## Attention: ours vs PyTorch", "## Peak extra memory"):
+    for heading in (
+        "## Machine",
+        "## Widget update latency",
+        "## Training to target",
+        "## Attention: ours vs PyTorch",
+        "## Peak extra memory",
+    ):
         assert heading in report
     results = json.loads((tmp_path / "results.json").read_text())
     assert all(row["ratio_sdpa_weights"] > 0 for row in results["attention"])

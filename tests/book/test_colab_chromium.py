@@ -104,7 +104,10 @@ def _get(url: str) -> int:
         return 0  # not listening yet
 
 
-@pytest.mark.skipif(shutil.which("make") is None or not (ROOT / ".venv" / "bin" / "jupyter-lab").exists(), reason="needs make and the lab extra")
+@pytest.mark.skipif(
+    shutil.which("make") is None or not (ROOT / ".venv" / "bin" / "jupyter-lab").exists(),
+    reason="needs make and the lab extra",
+)
 def test_make_lab_shows_the_colab_edition_with_folded_answers_and_no_raw_myst(tmp_path):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     port, token = free_port(), secrets.token_hex(16)
@@ -113,12 +116,19 @@ def test_make_lab_shows_the_colab_edition_with_folded_answers_and_no_raw_myst(tm
     # window.jupyterapp, to reach the notebook's cells; everything else as `make lab` sets it
     (config / "jupyter_lab_config.json").write_text(json.dumps({"LabApp": {"expose_app_in_browser": True}}))
     env = dict(
-        os.environ, JUPYTER_PORT=str(port), JUPYTER_TOKEN=token, JUPYTER_PORT_RETRIES="0", BROWSER="true",
-        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"), JUPYTER_CONFIG_DIR=str(config),
+        os.environ,
+        JUPYTER_PORT=str(port),
+        JUPYTER_TOKEN=token,
+        JUPYTER_PORT_RETRIES="0",
+        BROWSER="true",
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+        JUPYTER_CONFIG_DIR=str(config),
         JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
     )
     log = (tmp_path / "lab.log").open("w")
-    server = subprocess.Popen(["make", "lab"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        ["make", "lab"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180
@@ -130,7 +140,9 @@ def test_make_lab_shows_the_colab_edition_with_folded_answers_and_no_raw_myst(tm
             wait_until = time.monotonic() + 60
             while "/lab/tree/colab" not in driver.current_url and time.monotonic() < wait_until:
                 time.sleep(0.25)
-            assert "/lab/tree/colab" in driver.current_url, f"make lab opened {driver.current_url}, not the Colab edition's folder"
+            assert "/lab/tree/colab" in driver.current_url, (
+                f"make lab opened {driver.current_url}, not the Colab edition's folder"
+            )
             open_notebook(driver, base, token, "colab/01_attention_math.ipynb", kernel=False)
             driver.set_script_timeout(120)
             rendered = driver.execute_async_script(_LAB_TEXTS)

@@ -30,7 +30,10 @@ OPENED_BY_COLAB = sorted((ROOT / "notebooks" / "colab").glob("[0-9][0-9]_*.ipynb
 BOOK = colab.Book(
     site="https://example.org/book/",
     raw="https://raw.example.org/o/r/main/",
-    citations={"vaswani2017attention": ("Vaswani et al.", "2017"), "martins2016softmax": ("Martins and Astudillo", "2016")},
+    citations={
+        "vaswani2017attention": ("Vaswani et al.", "2017"),
+        "martins2016softmax": ("Martins and Astudillo", "2016"),
+    },
     terms={"query": "term-query", "contextual embedding": "term-contextual-embedding"},
 )
 RAW_ROLE = re.compile(r"\{[a-z][\w:-]*\}(<code>|`)")
@@ -96,7 +99,11 @@ def _problems_of_rendered(html: str) -> list[str]:
 
 
 def _dropdowns(notebook) -> int:
-    return sum(len(re.findall(r"^`{3,}\{dropdown\}", cell.source, re.M)) for cell in notebook.cells if cell.cell_type == "markdown")
+    return sum(
+        len(re.findall(r"^`{3,}\{dropdown\}", cell.source, re.M))
+        for cell in notebook.cells
+        if cell.cell_type == "markdown"
+    )
 
 
 # ---------------------------------------------------------------------------------
@@ -113,8 +120,12 @@ def test_colab_opens_every_chapter_and_its_exercises_in_the_portable_form():
     owner_repo = url.removeprefix("https://github.com/")
     for chapter in CHAPTERS:
         header = nbformat.read(chapter, as_version=4).cells[0].source
-        colab_edition = f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/notebooks/colab/{chapter.name}"
-        exercises = f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/notebooks/exercises/{chapter.name}"
+        colab_edition = (
+            f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/notebooks/colab/{chapter.name}"
+        )
+        exercises = (
+            f"https://colab.research.google.com/github/{owner_repo}/blob/{branch}/notebooks/exercises/{chapter.name}"
+        )
         assert f"]({colab_edition})" in header, f"{_rel(chapter)}: the Colab badge does not open the Colab edition"
         assert f"[Do the exercises in Colab]({exercises})" in header
 
@@ -149,8 +160,12 @@ def test_a_commonmark_front_end_shows_no_myst_folds_every_answer_and_links_absol
 def test_the_committed_colab_edition_is_what_the_tool_writes_from_the_chapters():
     outputs, problems = colab.expected_outputs(ROOT / "notebooks", ROOT / "notebooks" / "colab")
     assert not problems, problems
-    stale = [_rel(path) for path, text in outputs.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
-    assert not stale, f"out of date: {stale}; run `make exercises` (python tools/colab_edition.py notebooks notebooks/colab)"
+    stale = [
+        _rel(path) for path, text in outputs.items() if not path.is_file() or path.read_text(encoding="utf-8") != text
+    ]
+    assert not stale, (
+        f"out of date: {stale}; run `make exercises` (python tools/colab_edition.py notebooks notebooks/colab)"
+    )
 
 
 def test_every_glossary_term_and_citation_of_the_chapters_is_known():
@@ -165,7 +180,9 @@ def test_glossary_anchors_match_the_built_site(site):
     """The anchors the tool computes are the ids Sphinx gave the glossary's terms."""
     ids = set(re.findall(r'id="(term-[^"]+)"', (site / "book" / "glossary.html").read_text(encoding="utf-8")))
     computed = set(colab.book().terms.values())
-    assert computed and computed == ids, f"missing on the site: {sorted(computed - ids)}; not computed: {sorted(ids - computed)}"
+    assert computed and computed == ids, (
+        f"missing on the site: {sorted(computed - ids)}; not computed: {sorted(ids - computed)}"
+    )
 
 
 # ---------------------------------------------------------------------------------
@@ -202,10 +219,18 @@ def test_citations_read_as_on_the_website_and_link_to_the_references_page():
 
 
 def test_terms_are_bold_links_to_the_glossary_once_bold_and_roles_in_code_stay():
-    assert colab.portable_markdown("a {term}`query`", "notebooks", BOOK) == "a [**query**](https://example.org/book/book/glossary.html#term-query)"
-    assert colab.portable_markdown("**{term}`query`**", "notebooks", BOOK) == "**[query](https://example.org/book/book/glossary.html#term-query)**"
+    assert (
+        colab.portable_markdown("a {term}`query`", "notebooks", BOOK)
+        == "a [**query**](https://example.org/book/book/glossary.html#term-query)"
+    )
+    assert (
+        colab.portable_markdown("**{term}`query`**", "notebooks", BOOK)
+        == "**[query](https://example.org/book/book/glossary.html#term-query)**"
+    )
     targeted = colab.portable_markdown("{term}`Contextual embeddings <contextual embedding>`", "notebooks", BOOK)
-    assert targeted == "[**Contextual embeddings**](https://example.org/book/book/glossary.html#term-contextual-embedding)"
+    assert (
+        targeted == "[**Contextual embeddings**](https://example.org/book/book/glossary.html#term-contextual-embedding)"
+    )
     shown = "write `` {term}`query` `` to link"
     assert colab.portable_markdown(shown, "notebooks", BOOK) == shown
     with pytest.raises(colab.PortableError, match="glossary"):
@@ -221,7 +246,10 @@ def test_links_and_images_become_absolute_and_code_blocks_stay_as_written():
         "```python\nx = {cite}`not a role in code`\n```"
     )
     converted = colab.portable_markdown(source, "notebooks", BOOK)
-    assert "[![Open In Colab](https://raw.example.org/o/r/main/img/colab-badge.svg)](https://colab.research.google.com/x)" in converted
+    assert (
+        "[![Open In Colab](https://raw.example.org/o/r/main/img/colab-badge.svg)](https://colab.research.google.com/x)"
+        in converted
+    )
     assert "(https://example.org/book/book/glossary.html#term-query)" in converted
     assert "(https://example.org/book/notebooks/02_key_value_store.html)" in converted
     assert "x = {cite}`not a role in code`" in converted
@@ -234,7 +262,10 @@ def test_the_command_line_writes_checks_and_removes_orphans(tmp_path, capsys):
     source, target = tmp_path / "notebooks", tmp_path / "notebooks" / "colab"
     source.mkdir()
     notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_markdown_cell("Q?\n\n```{dropdown} Answer\nA.\n```"), nbformat.v4.new_code_cell("x = 1")]
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell("Q?\n\n```{dropdown} Answer\nA.\n```"),
+        nbformat.v4.new_code_cell("x = 1"),
+    ]
     nbformat.write(notebook, source / "03_x.ipynb")
     arguments = [str(source), str(target)]
     assert colab.main(["--check", *arguments]) == 1

@@ -166,7 +166,11 @@ def test_first_chapter_installs_the_package_and_runs_in_a_colab_like_environment
     runner = tmp_path / "run_notebook.py"
     runner.write_text(RUNNER)
     executed = tmp_path / chapter.name
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("ATTENTION_BOOK_", "VIRTUAL_ENV", "PYTHON"))}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ATTENTION_BOOK_", "VIRTUAL_ENV", "PYTHON"))
+    }
     env.update(
         ATTENTION_BOOK_FORCE_SETUP="1",
         ATTENTION_BOOK_INSTALL_SOURCE=str(checkout),
@@ -176,27 +180,50 @@ def test_first_chapter_installs_the_package_and_runs_in_a_colab_like_environment
         JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),  # no kernels from the user's own setup
         PATH=f"{colab_venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
     )
-    _run([str(_python(colab_venv)), str(runner), str(chapter), str(chapter.parent), str(executed)], env=env, timeout=600)
+    _run(
+        [str(_python(colab_venv)), str(runner), str(chapter), str(chapter.parent), str(executed)], env=env, timeout=600
+    )
 
     installed = _find_spec(colab_venv)
-    assert Path(installed).resolve().is_relative_to(colab_venv.resolve()), f"the setup cell did not install attention_book into the venv: {installed!r}"
+    assert Path(installed).resolve().is_relative_to(colab_venv.resolve()), (
+        f"the setup cell did not install attention_book into the venv: {installed!r}"
+    )
     import nbformat
 
     notebook = nbformat.read(executed, as_version=4)
-    errors = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", []) if output.output_type == "error"]
+    errors = [
+        output
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+        if output.output_type == "error"
+    ]
     assert not errors
     assert all(cell.execution_count for cell in notebook.cells if cell.cell_type == "code" and cell.source.strip())
-    views = [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])
-             if "application/vnd.jupyter.widget-view+json" in output.get("data", {})]
+    views = [
+        output
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in output.get("data", {})
+    ]
     assert views, "the chapter displayed no widget"
 
-    report = json.loads(_run([str(_python(colab_venv)), "-c", COLAB_WIDGETS], cwd=tmp_path, env=env, timeout=300).stdout.splitlines()[-1])
+    report = json.loads(
+        _run([str(_python(colab_venv)), "-c", COLAB_WIDGETS], cwd=tmp_path, env=env, timeout=300).stdout.splitlines()[
+            -1
+        ]
+    )
     assert report["ipywidgets"] == "7.7.1", "installing the package upgraded Colab's ipywidgets"
     assert report["enabled"] >= 1, "no widget enabled Colab's custom widget manager"
     for kind, shown in report["displayed"].items():
         assert "application/vnd.jupyter.widget-view+json" in shown["mime"], kind
-        assert shown["manager"] == "https://colab.example/manager.min.js", f"{kind} was displayed without Colab's widget manager"
-    assert sorted(report["displayed"]) == sorted(["attention", "key_value", "soft_hard", "positional", "heads", "decoding"])
+        assert shown["manager"] == "https://colab.example/manager.min.js", (
+            f"{kind} was displayed without Colab's widget manager"
+        )
+    assert sorted(report["displayed"]) == sorted(
+        ["attention", "key_value", "soft_hard", "positional", "heads", "decoding"]
+    )
 
     node = shutil.which("node")
     if node:  # the ES module the browser runs: it must load and export render

@@ -113,12 +113,7 @@ def test_a_class_keeps_its_structure_and_every_method_is_stubbed():
 
 def test_one_line_functions_imports_and_code_around_the_region():
     source = (
-        "import math\n"
-        "# BEGIN SOLUTION\n"
-        "from math import sqrt\n"
-        "def g(x): return sqrt(x)\n"
-        "# END SOLUTION\n"
-        "value = 1\n"
+        "import math\n# BEGIN SOLUTION\nfrom math import sqrt\ndef g(x): return sqrt(x)\n# END SOLUTION\nvalue = 1\n"
     )
     stub = stub_source(source, "4.2")
     assert stub.startswith("import math\n# BEGIN SOLUTION\nfrom math import sqrt\n")
@@ -165,10 +160,14 @@ def _chapter(check_output: bool = True) -> nbformat.NotebookNode:
         nbformat.v4.new_code_cell("import os", metadata={"tags": ["colab-setup", "hide-input"]}),
         nbformat.v4.new_code_cell("print(1)"),
         nbformat.v4.new_markdown_cell("### Exercise 3.1: First"),
-        nbformat.v4.new_code_cell("# BEGIN SOLUTION\ndef f(x):\n    return x\n# END SOLUTION", metadata={"tags": ["hide-input", "keep"]}),
+        nbformat.v4.new_code_cell(
+            "# BEGIN SOLUTION\ndef f(x):\n    return x\n# END SOLUTION", metadata={"tags": ["hide-input", "keep"]}
+        ),
         nbformat.v4.new_code_cell('check("3.1", f)', metadata={"tags": ["nbval-check-output"]}),
         nbformat.v4.new_markdown_cell("### Exercise 3.2: Second"),
-        nbformat.v4.new_code_cell("# BEGIN SOLUTION\ndef g(x):\n    return x\n# END SOLUTION", metadata={"tags": ["hide-input"]}),
+        nbformat.v4.new_code_cell(
+            "# BEGIN SOLUTION\ndef g(x):\n    return x\n# END SOLUTION", metadata={"tags": ["hide-input"]}
+        ),
         nbformat.v4.new_code_cell("summary(3)"),
     ]
     for number, cell in enumerate(cells):
@@ -198,9 +197,13 @@ def test_the_exercise_notebook_of_a_chapter():
     )
     # banner right after the setup cell
     assert cells[2].metadata["tags"] == ["exercise-banner"] and cells[2].cell_type == "markdown"
-    assert "pytest --nbval-lax --nbval-sanitize-with nbval_sanitize.cfg notebooks/exercises/03_x.ipynb" in cells[2].source
+    assert (
+        "pytest --nbval-lax --nbval-sanitize-with nbval_sanitize.cfg notebooks/exercises/03_x.ipynb" in cells[2].source
+    )
     assert "summary(3)" in cells[2].source
-    assert [cell.get("id") for cell in cells] == ["cell-0", "cell-1", "exercise-banner"] + [f"cell-{n}" for n in range(2, 9)]
+    assert [cell.get("id") for cell in cells] == ["cell-0", "cell-1", "exercise-banner"] + [
+        f"cell-{n}" for n in range(2, 9)
+    ]
     solution_1, check_1, solution_2 = cells[5], cells[6], cells[8]
     assert 'raise NotImplementedError("Exercise 3.1: not implemented yet")' in solution_1.source
     # 3.2 has no check cell after it: its id comes from the heading above
@@ -220,7 +223,9 @@ def test_the_exercise_notebook_of_a_chapter():
 
 def test_a_check_cell_without_its_stored_output_stops_the_generator():
     with pytest.raises(GenerateError, match="execute the chapter first"):
-        generate.exercise_notebook(_chapter(check_output=False), "notebooks/03_x.ipynb", "notebooks/exercises/03_x.ipynb")
+        generate.exercise_notebook(
+            _chapter(check_output=False), "notebooks/03_x.ipynb", "notebooks/exercises/03_x.ipynb"
+        )
 
 
 def test_the_command_line_writes_checks_and_removes_orphans(tmp_path, capsys):
@@ -233,7 +238,9 @@ def test_the_command_line_writes_checks_and_removes_orphans(tmp_path, capsys):
     assert "03_x.ipynb: missing" in capsys.readouterr().out
     assert generate.main(arguments) == 0
     written = (target / "03_x.ipynb").read_bytes()
-    assert b"pytest --nbval-lax --nbval-sanitize-with nbval_sanitize.cfg notebooks/exercises/03_x.ipynb" in written  # paths relative to the project
+    assert (
+        b"pytest --nbval-lax --nbval-sanitize-with nbval_sanitize.cfg notebooks/exercises/03_x.ipynb" in written
+    )  # paths relative to the project
     assert generate.main(arguments) == 0 and (target / "03_x.ipynb").read_bytes() == written  # same bytes
     assert generate.main(["--check", *arguments]) == 0
     capsys.readouterr()

@@ -95,7 +95,10 @@ def test_headers_follow_the_repository_in_config_yml(tmp_path):
     url, branch = sync_headers.repository(tmp_path / "_config.yml")
     path = Path("notebooks/01_attention_math.ipynb")
     notebook = sync_headers.synced(_notebook(), path, url, branch)
-    assert "colab.research.google.com/github/someone/fork/blob/teaching/notebooks/colab/01_attention_math.ipynb" in notebook.cells[0].source
+    assert (
+        "colab.research.google.com/github/someone/fork/blob/teaching/notebooks/colab/01_attention_math.ipynb"
+        in notebook.cells[0].source
+    )
     assert '"git+https://github.com/someone/fork@teaching"' in notebook.cells[1].source
 
 
@@ -121,7 +124,9 @@ def _run_setup(code: str, env: dict[str, str], pretend_colab: bool) -> subproces
         ]
     )
     clean = {key: value for key, value in os.environ.items() if not key.startswith("ATTENTION_BOOK_")}
-    return subprocess.run([sys.executable, "-c", program], env={**clean, **env}, capture_output=True, text=True, check=True)
+    return subprocess.run(
+        [sys.executable, "-c", program], env={**clean, **env}, capture_output=True, text=True, check=True
+    )
 
 
 def _calls(result: subprocess.CompletedProcess) -> list[list[str]]:

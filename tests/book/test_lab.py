@@ -50,7 +50,9 @@ def test_make_lab_starts_jupyterlab_and_lists_the_chapters(tmp_path):
         JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
     )
     log = (tmp_path / "lab.log").open("w")
-    server = subprocess.Popen(["make", "lab"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        ["make", "lab"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 180

@@ -10,7 +10,17 @@ import shutil
 
 import pytest
 
-from tests.book.lab_support import JUPYTER, ROOT, chromium, jupyter_lab, open_notebook, run_all, save, shut_down_and_close, widgets_drawn
+from tests.book.lab_support import (
+    JUPYTER,
+    ROOT,
+    chromium,
+    jupyter_lab,
+    open_notebook,
+    run_all,
+    save,
+    shut_down_and_close,
+    widgets_drawn,
+)
 
 CHAPTER = ROOT / "notebooks" / "01_attention_math.ipynb"
 
@@ -74,8 +84,11 @@ def test_chapter_1_runs_in_jupyterlab_its_widget_edits_a_sentence_and_reopens_wi
         save(browser)
         saved = json.loads((folder / CHAPTER.name).read_text())
         states = saved["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-        sentences = [model["state"]["inputs"]["sentence"] for model in states.values()
-                     if model["state"].get("kind") == "attention"]
+        sentences = [
+            model["state"]["inputs"]["sentence"]
+            for model in states.values()
+            if model["state"].get("kind") == "attention"
+        ]
         assert sentences == [edit["sentence"]], "the saved widget state must hold the edited sentence"
         shut_down_and_close(browser)
 

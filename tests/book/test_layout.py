@@ -28,11 +28,11 @@ import importlib.metadata
 import json
 import re
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.helpers import ROOT
 
@@ -47,10 +47,22 @@ FLOOR_OF = {
     "analysis": 3, "figures": 3,
     "widgets": 4, "exercises": 4,
 }  # fmt: skip
-FLOOR_NAMES = {0: "foundations", 1: "model code", 2: "data and training", 3: "analysis and figures", 4: "widgets and exercises"}
+FLOOR_NAMES = {
+    0: "foundations",
+    1: "model code",
+    2: "data and training",
+    3: "analysis and figures",
+    4: "widgets and exercises",
+}
 
 # Import names whose distribution is not named like them (used when the package is not installed here).
-DISTRIBUTION_OF = {"PIL": "pillow", "yaml": "pyyaml", "sklearn": "scikit-learn", "cv2": "opencv-python", "IPython": "ipython"}
+DISTRIBUTION_OF = {
+    "PIL": "pillow",
+    "yaml": "pyyaml",
+    "sklearn": "scikit-learn",
+    "cv2": "opencv-python",
+    "IPython": "ipython",
+}
 
 
 @dataclass
@@ -109,11 +121,15 @@ def load_modules() -> dict[str, Module]:
         for node in ast.walk(module.tree):  # every import, also inside functions, classes and try blocks
             targets: list[str] = []
             if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names if alias.name == PACKAGE or alias.name.startswith(PACKAGE + ".")]
+                targets = [
+                    alias.name for alias in node.names if alias.name == PACKAGE or alias.name.startswith(PACKAGE + ".")
+                ]
             elif isinstance(node, ast.ImportFrom):
                 targets = _resolve(module, node, names)
             for target in targets:
-                assert target in names, f"{module.relative}:{node.lineno} imports {target}, which is not a module of the package"
+                assert target in names, (
+                    f"{module.relative}:{node.lineno} imports {target}, which is not a module of the package"
+                )
                 if target != module.name:
                     module.imports.setdefault(target, node.lineno)
     return modules
@@ -125,7 +141,9 @@ MODULES = load_modules()
 def own_floor(module: Module) -> int | None:
     if module.top is None:
         return None
-    assert module.top in FLOOR_OF, f"{module.relative} is on no floor: add {module.top!r} to FLOOR_OF (and to the package docstring)"
+    assert module.top in FLOOR_OF, (
+        f"{module.relative} is on no floor: add {module.top!r} to FLOOR_OF (and to the package docstring)"
+    )
     return FLOOR_OF[module.top]
 
 
@@ -158,10 +176,20 @@ def test_the_graph_sees_relative_absolute_and_function_level_imports():
         "except ImportError:\n"
         "    pass\n"
     )
-    names = {"attention_book.data.attention", "attention_book.data.tasks", "attention_book.modes", "attention_book.device",
-             "attention_book.analysis", "attention_book.analysis.formatting", "attention_book.figures.chapter01",
-             "attention_book.exercises", "attention_book"}
-    module = Module("attention_book.data.example", ROOT / "src/attention_book/data/example.py", False, ast.parse(source))
+    names = {
+        "attention_book.data.attention",
+        "attention_book.data.tasks",
+        "attention_book.modes",
+        "attention_book.device",
+        "attention_book.analysis",
+        "attention_book.analysis.formatting",
+        "attention_book.figures.chapter01",
+        "attention_book.exercises",
+        "attention_book",
+    }
+    module = Module(
+        "attention_book.data.example", ROOT / "src/attention_book/data/example.py", False, ast.parse(source)
+    )
     found = []
     for node in ast.walk(module.tree):
         if isinstance(node, ast.ImportFrom):
@@ -169,8 +197,15 @@ def test_the_graph_sees_relative_absolute_and_function_level_imports():
         elif isinstance(node, ast.Import):
             found += [alias.name for alias in node.names]
     assert sorted(found) == sorted(
-        ["attention_book.data.attention", "attention_book.data.tasks", "attention_book.modes", "attention_book.device",
-         "attention_book.analysis.formatting", "attention_book.figures.chapter01", "attention_book.exercises"]
+        [
+            "attention_book.data.attention",
+            "attention_book.data.tasks",
+            "attention_book.modes",
+            "attention_book.device",
+            "attention_book.analysis.formatting",
+            "attention_book.figures.chapter01",
+            "attention_book.exercises",
+        ]
     )
     assert len(MODULES) > 40 and MODULES["attention_book.data.tasks"].imports  # the real package was read
 
@@ -283,7 +318,9 @@ def test_each_chapters_figures_are_imported_only_by_that_chapter():
                     if number != chapter:
                         problems.append(f"{notebook.relative_to(ROOT)} imports figures.chapter{number}")
     assert not problems, "\n".join(problems)
-    modules = {name.rsplit("chapter", 1)[1] for name in MODULES if re.fullmatch(rf"{PACKAGE}\.figures\.chapter\d\d", name)}
+    modules = {
+        name.rsplit("chapter", 1)[1] for name in MODULES if re.fullmatch(rf"{PACKAGE}\.figures\.chapter\d\d", name)
+    }
     assert used <= modules, f"notebooks import figure modules that do not exist: {sorted(used - modules)}"
 
 

@@ -130,7 +130,8 @@ def test_chapter_holds_with_every_seed_trained_here(chapter, tmp_path):
     assert STORED_SEED_CHAPTERS, "no chapter loads stored seeds any more: remove this test"
     run = run_nbval(chapter, "nbval-lax", tmp_path, {"ATTENTION_BOOK_SEEDS": "train"})
     assert run.returncode == 0 and not run.failures, (
-        f"{_rel(chapter)} fails with ATTENTION_BOOK_SEEDS=train (every seed trained here):\n{run.report()}")
+        f"{_rel(chapter)} fails with ATTENTION_BOOK_SEEDS=train (every seed trained here):\n{run.report()}"
+    )
 
 
 def _check_cell_numbers(notebook) -> list[int]:
@@ -149,7 +150,9 @@ def test_exercise_notebook_fails_exactly_on_its_exercises(chapter, exercises, tm
         f"function fails too: only check cells may call them.\n{run.report()}"
     )
     for number, failure in run.failures.items():
-        assert NOT_IMPLEMENTED in failure, f"{_rel(exercises)} cell {number} fails without '{NOT_IMPLEMENTED}':\n{failure}"
+        assert NOT_IMPLEMENTED in failure, (
+            f"{_rel(exercises)} cell {number} fails without '{NOT_IMPLEMENTED}':\n{failure}"
+        )
 
 
 # ---------------------------------------------------------------------------------
@@ -212,7 +215,9 @@ def test_committed_exercise_notebooks_equal_what_the_generator_writes(source, ta
     outputs, problems = generate.expected_outputs(source, target)
     assert not problems, "\n".join(problems.values())
     command = f"python tools/generate_exercises.py {_rel(source)} {_rel(target)}"
-    stale = [_rel(path) for path, text in outputs.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
+    stale = [
+        _rel(path) for path, text in outputs.items() if not path.is_file() or path.read_text(encoding="utf-8") != text
+    ]
     assert not stale, f"out of date: {stale}; run `{command}` (for notebooks/: `make exercises`)"
     orphans = sorted(set(generate.chapters(target)) - set(outputs)) if target.is_dir() else []
     assert not orphans, f"exercise notebooks without a chapter: {orphans}; run `{command}`"
@@ -242,7 +247,9 @@ def test_check_cells_keep_their_stored_passing_output(notebook):
                     f"{generate.EXPECTED_LABEL!r}, not as a pass:\n{text}"
                 )
                 text = generate.unlabel(text)
-            assert text.startswith(PASS_MARK) and "passed." in text, f"{where}: the stored output is not a pass:\n{text}"
+            assert text.startswith(PASS_MARK) and "passed." in text, (
+                f"{where}: the stored output is not a pass:\n{text}"
+            )
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
@@ -261,7 +268,9 @@ def test_saved_widgets_carry_the_current_widget_javascript(chapter):
     widgets = _read(chapter).metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     saved = [model["state"]["_esm"] for model in widgets.get("state", {}).values() if "_esm" in model.get("state", {})]
     stale = sum(source != widget_module_source() for source in saved)
-    assert not stale, f"{_rel(chapter)}: {stale} of {len(saved)} saved widgets hold older widgets.js; execute the notebook in place"
+    assert not stale, (
+        f"{_rel(chapter)}: {stale} of {len(saved)} saved widgets hold older widgets.js; execute the notebook in place"
+    )
 
 
 MARKER_LINE = re.compile(r"^\s*#\s*(NBVAL\w*|PYTEST_VALIDATE\w*)", re.IGNORECASE)
@@ -286,7 +295,9 @@ def nbval_instruction_problems(notebook) -> list[str]:
                 problems.append(f"code cell {number}: tag {tag!r} is not one nbval reads ({sorted(NBVAL_TAGS)})")
         reason = cell.metadata.get("attention_book", {}).get("ignore_output_because", "")
         if "nbval-ignore-output" in tags and len(reason.strip()) < 10:
-            problems.append(f"code cell {number}: nbval-ignore-output without metadata.attention_book.ignore_output_because")
+            problems.append(
+                f"code cell {number}: nbval-ignore-output without metadata.attention_book.ignore_output_because"
+            )
     return problems
 
 
@@ -315,7 +326,9 @@ def test_each_chapter_checks_exactly_its_registered_exercises():
     load_all()
     for chapter in CHAPTERS:
         number = str(int(chapter.name[:2]))
-        checked = [generate.checked_exercise(cell) for cell in _code_cells(_read(chapter)) if generate.is_check_cell(cell)]
+        checked = [
+            generate.checked_exercise(cell) for cell in _code_cells(_read(chapter)) if generate.is_check_cell(cell)
+        ]
         registered = sorted(key for key, exercise in REGISTRY.items() if exercise.chapter == number)
         assert sorted(key for key in checked if key) == registered, (
             f"{_rel(chapter)} checks {checked}, but chapter {number} registers {registered}"
@@ -350,7 +363,11 @@ def test_nbval_ignores_widget_ids_and_pngs_and_the_sanitizer_blurs_what_varies(t
             "execute_result",
             execution_count=1,
             data={
-                "application/vnd.jupyter.widget-view+json": {"model_id": "0" * 32, "version_major": 2, "version_minor": 0},
+                "application/vnd.jupyter.widget-view+json": {
+                    "model_id": "0" * 32,
+                    "version_major": 2,
+                    "version_minor": 0,
+                },
                 "image/png": "iVBORw0KGgo=",
                 "text/plain": "<W: open in Jupyter>",
             },
@@ -398,10 +415,20 @@ def test_nbval_ignores_widget_ids_and_pngs_and_the_sanitizer_blurs_what_varies(t
 def _student_commands() -> list[tuple[str, str]]:
     """Every ``pytest --nbval-lax ...`` command the README, the book's pages and the student notebooks
     show, as (where, command)."""
-    texts = [(path, path.read_text(encoding="utf-8")) for path in [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md"))]]
-    texts += [(path, cell.source) for _, target in SOURCES for path in sorted(target.glob("*.ipynb")) for cell in _read(path).cells]
-    return [(_rel(path), command) for path, text in texts
-            for command in re.findall(r"(?:\.venv/bin/)?pytest --nbval-lax[^`\"\\\n]*", text)]
+    texts = [
+        (path, path.read_text(encoding="utf-8")) for path in [ROOT / "README.md", *sorted((ROOT / "book").glob("*.md"))]
+    ]
+    texts += [
+        (path, cell.source)
+        for _, target in SOURCES
+        for path in sorted(target.glob("*.ipynb"))
+        for cell in _read(path).cells
+    ]
+    return [
+        (_rel(path), command)
+        for path, text in texts
+        for command in re.findall(r"(?:\.venv/bin/)?pytest --nbval-lax[^`\"\\\n]*", text)
+    ]
 
 
 @pytest.mark.nbval
@@ -423,8 +450,14 @@ def test_the_command_students_are_given_passes_a_finished_notebook_as_written(tm
         arguments_seen.add(tuple(word for word in words[1:] if word != notebook[0]))
     assert len(arguments_seen) == 1, f"the book shows students different commands: {arguments_seen}"
     arguments = list(arguments_seen.pop())
-    completed = subprocess.run([sys.executable, "-m", "pytest", *arguments, "-p", "no:cacheprovider", "-o", "addopts=",
-                                str(filled)], cwd=ROOT, capture_output=True, text=True, timeout=NOTEBOOK_TIMEOUT_S)
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", *arguments, "-p", "no:cacheprovider", "-o", "addopts=", str(filled)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=NOTEBOOK_TIMEOUT_S,
+    )
     assert completed.returncode == 0, (
         f"`pytest {' '.join(arguments)} <a finished notebook>` fails, so students with right answers see failures:\n"
-        + completed.stdout[-3000:])
+        + completed.stdout[-3000:]
+    )

@@ -46,8 +46,14 @@ print(json.dumps({"capability": torch.backends.cpu.get_cpu_capability(),
 def _train(extra: dict[str, str]) -> tuple[str, list[float]]:
     names = (*build_book.OTHER_MACHINE, "MKL_NUM_THREADS")
     environment = {key: value for key, value in os.environ.items() if key not in names}
-    completed = subprocess.run([sys.executable, "-c", TRAIN], cwd=ROOT, env={**environment, **extra},
-                               capture_output=True, text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-c", TRAIN],
+        cwd=ROOT,
+        env={**environment, **extra},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     found = json.loads(completed.stdout.strip().splitlines()[-1])
     return found["capability"], found["weights"]
@@ -63,4 +69,5 @@ def test_the_second_configuration_changes_a_training_run_s_weights():
     print(f"largest weight difference after 300 steps, native ({native_capability}) vs other machine: {largest:.3g}")
     assert largest > 1e-3, (
         f"OTHER_MACHINE changed the weights by only {largest:.2g}: it no longer stands in for another CPU; "
-        "choose variables that change the kernels torch uses")
+        "choose variables that change the kernels torch uses"
+    )

@@ -1,6 +1,7 @@
 """Packaging: the public API, and environment.yml agreeing with pyproject.toml."""
 
 import re
+
 import tomllib
 import yaml
 
@@ -51,7 +52,14 @@ def test_runtime_dependencies_are_ranges_not_pins():
 def test_public_api_is_importable_from_the_top_level():
     for name in ab.__all__:
         assert hasattr(ab, name), name
-    for name in ("scaled_dot_product_attention", "MultiHeadAttention", "EncoderDecoder", "greedy_decode", "fit", "plot_attention"):
+    for name in (
+        "scaled_dot_product_attention",
+        "MultiHeadAttention",
+        "EncoderDecoder",
+        "greedy_decode",
+        "fit",
+        "plot_attention",
+    ):
         assert name in ab.__all__
 
 
@@ -60,10 +68,18 @@ def test_the_names_the_new_layout_added_to_the_top_level():
     from attention_book import analysis, data, modes, training, transformer
 
     expected = {
-        "IGNORE": data.tasks, "TwoRelationTask": data.tasks, "WordOrderTask": data.tasks, "ToyReviews": data.tasks,
-        "CharacterCorpus": data.tasks, "TokenClassifier": transformer, "mean_pool": transformer,
-        "evaluating": modes, "heatmap": analysis.plotting, "token_loss": training.losses,
-        "token_accuracy": training.losses, "masked_token_loss": training.losses,
+        "IGNORE": data.tasks,
+        "TwoRelationTask": data.tasks,
+        "WordOrderTask": data.tasks,
+        "ToyReviews": data.tasks,
+        "CharacterCorpus": data.tasks,
+        "TokenClassifier": transformer,
+        "mean_pool": transformer,
+        "evaluating": modes,
+        "heatmap": analysis.plotting,
+        "token_loss": training.losses,
+        "token_accuracy": training.losses,
+        "masked_token_loss": training.losses,
     }
     for name, module in expected.items():
         assert name in ab.__all__, name

@@ -48,7 +48,15 @@ CHAPTERS = [
     "notebooks/07_transfer_learning",
 ]
 PARTS = {"Foundations": CHAPTERS[0:3], "Building blocks": CHAPTERS[3:5], "Models": CHAPTERS[5:7]}
-BOOK_PAGES = ["book/intro", "book/setup", "book/exercises", "book/notation", "book/glossary", "book/references", "book/credits"]
+BOOK_PAGES = [
+    "book/intro",
+    "book/setup",
+    "book/exercises",
+    "book/notation",
+    "book/glossary",
+    "book/references",
+    "book/credits",
+]
 
 
 def _toc_files(toc: dict) -> list[str]:
@@ -120,7 +128,9 @@ def test_npm_assets_are_pinned_in_package_json_and_the_lock_file():
         assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"{name} must be pinned exactly, got {version!r}"
         assert lock["packages"][f"node_modules/{name}"]["version"] == version
     assert package["dependencies"]["mathjax"].startswith("3.")
-    assert package["dependencies"]["@jupyter-widgets/html-manager"].startswith("1."), "ipywidgets 8 needs html-manager 1.x"
+    assert package["dependencies"]["@jupyter-widgets/html-manager"].startswith("1."), (
+        "ipywidgets 8 needs html-manager 1.x"
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -153,7 +163,9 @@ def test_no_page_loads_a_script_stylesheet_font_or_image_from_the_network(site):
                 problems.append(f"{name}: script {tag['src']}")
         for tag in soup.find_all("link", href=True):
             rel = {r.lower() for r in tag.get("rel", [])}
-            if rel & {"stylesheet", "preload", "modulepreload", "prefetch", "icon", "shortcut"} and _remote(tag["href"]):
+            if rel & {"stylesheet", "preload", "modulepreload", "prefetch", "icon", "shortcut"} and _remote(
+                tag["href"]
+            ):
                 problems.append(f"{name}: <link rel={' '.join(rel)}> {tag['href']}")
             elif "stylesheet" in rel:
                 stylesheets.add((page.parent / tag["href"].split("?")[0]).resolve())
@@ -280,7 +292,11 @@ def _link_check(folder: Path, tmp_path: Path, report: Path) -> tuple[list[dict],
             timeout=600,
         )
     rows = list(csv.DictReader((line for line in report.open() if not line.startswith("#")), delimiter=";"))
-    broken = [f"{row['urlname']} (in {row['parentname']}): {row['result'] or row['warningstring']}" for row in rows if row["valid"] != "True"]
+    broken = [
+        f"{row['urlname']} (in {row['parentname']}): {row['result'] or row['warningstring']}"
+        for row in rows
+        if row["valid"] != "True"
+    ]
     local = [row for row in rows if row["url"].startswith(base)]
     pages = {row["url"] for row in local if row["url"].endswith(".html") and row["valid"] == "True"}
     return rows, broken, pages
@@ -305,7 +321,9 @@ def test_the_link_check_works_in_a_private_folder_and_finds_a_broken_link(tmp_pa
     reaches both pages and reports exactly the one broken link."""
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
-    (private / "index.html").write_text('<html><body><a href="second.html">next</a> <a href="missing.html">gone</a></body></html>')
+    (private / "index.html").write_text(
+        '<html><body><a href="second.html">next</a> <a href="missing.html">gone</a></body></html>'
+    )
     (private / "second.html").write_text('<html><body><a href="index.html">back</a></body></html>')
     rows, broken, pages = _link_check(private, tmp_path, tmp_path / "report.csv")
     assert {page.rsplit("/", 1)[-1] for page in pages} == {"index.html", "second.html"}, rows
@@ -314,7 +332,9 @@ def test_the_link_check_works_in_a_private_folder_and_finds_a_broken_link(tmp_pa
 
 def page_anchors(soup) -> set[str]:
     """The fragments a page can be linked to: every id, and the name of every <a name=...>."""
-    return {tag["id"] for tag in soup.find_all(id=True)} | {tag["name"] for tag in soup.find_all("a", attrs={"name": True})}
+    return {tag["id"] for tag in soup.find_all(id=True)} | {
+        tag["name"] for tag in soup.find_all("a", attrs={"name": True})
+    }
 
 
 def broken_fragments(pages: dict[Path, object]) -> list[str]:
@@ -343,14 +363,21 @@ def broken_fragments(pages: dict[Path, object]) -> list[str]:
 
 def test_every_internal_anchor_resolves(site):
     pages = {page: BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser") for page in _pages(site)}
-    checked = sum(1 for soup in pages.values() for link in soup.find_all("a", href=True) if "#" in link["href"] and not _remote(link["href"]))
+    checked = sum(
+        1
+        for soup in pages.values()
+        for link in soup.find_all("a", href=True)
+        if "#" in link["href"] and not _remote(link["href"])
+    )
     assert checked > 50, f"only {checked} links with a #fragment were found: the check would prove little"
     problems = broken_fragments(pages)
     assert not problems, f"{len(problems)} links to a missing anchor:\n" + "\n".join(problems[:40])
 
 
 def test_the_anchor_check_finds_a_missing_anchor(tmp_path):
-    (tmp_path / "a.html").write_text('<p id="top"><a href="b.html#here">ok</a> <a href="b.html#gone">bad</a> <a href="#top">self</a></p>')
+    (tmp_path / "a.html").write_text(
+        '<p id="top"><a href="b.html#here">ok</a> <a href="b.html#gone">bad</a> <a href="#top">self</a></p>'
+    )
     (tmp_path / "b.html").write_text('<h1 id="here">B</h1><a href="#nowhere">bad</a> <a href="c.html#x">no page</a>')
     pages = {path: BeautifulSoup(path.read_text(), "html.parser") for path in sorted(tmp_path.glob("*.html"))}
     problems = broken_fragments(pages)
@@ -432,7 +459,11 @@ def test_sidebar_toggles_work_on_a_phone_and_on_a_desktop(site, browser):
         assert drawer.get_attribute("open") is not None, "the chapter drawer did not open at 390 px"
         browser.save_screenshot(str(ARTIFACTS / "site_phone_chapters.png"))
         links = [link for link in drawer.find_elements(By.CSS_SELECTOR, "a.reference.internal") if link.is_displayed()]
-        target = next(link for link in links if "notebooks/" in (link.get_attribute("href") or "") and link.get_attribute("href") != browser.current_url)
+        target = next(
+            link
+            for link in links
+            if "notebooks/" in (link.get_attribute("href") or "") and link.get_attribute("href") != browser.current_url
+        )
         href = target.get_attribute("href").split("#")[0]
         target.click()
         deadline = time.monotonic() + 10

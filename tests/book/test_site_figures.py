@@ -126,7 +126,9 @@ def test_every_figure_is_legible_at_the_desktop_layout_and_opens_at_full_size(si
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with (ARTIFACTS / "figure_legibility.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["page", "image", "png_width", "shown_width", "scale", "smallest_text_png_px", "smallest_text_shown_px"])
+        writer.writerow(
+            ["page", "image", "png_width", "shown_width", "scale", "smallest_text_png_px", "smallest_text_shown_px"]
+        )
         writer.writerows(rows)
     assert len(rows) >= 20, f"only {len(rows)} figures found on the chapter pages"
     assert not problems, "\n".join(problems)
@@ -151,7 +153,9 @@ def test_clicking_a_figure_opens_it_at_full_size_in_a_new_tab(site, browser):
     original = browser.current_window_handle
     browser.switch_to.window(new.pop())
     try:
-        size = browser.execute_script("const i = document.querySelector('img'); return i && [i.naturalWidth, location.href]")
+        size = browser.execute_script(
+            "const i = document.querySelector('img'); return i && [i.naturalWidth, location.href]"
+        )
         assert size and size[0] == widest["naturalWidth"] and _local(size[1]) == _local(widest["src"]), size
     finally:
         browser.close()
@@ -177,7 +181,9 @@ def test_one_search_box(site, browser, width):
     browser.set_window_size(width, 900)
     try:
         _load(browser, (site / CHAPTER_PAGES[0]).as_uri())
-        browser.execute_script("document.querySelector('.bd-sidebar-primary .sidebar-primary-items__start, .bd-sidebar-primary')?.scrollTo(0, 0)")
+        browser.execute_script(
+            "document.querySelector('.bd-sidebar-primary .sidebar-primary-items__start, .bd-sidebar-primary')?.scrollTo(0, 0)"
+        )
         report = browser.execute_script(SEARCH_BOXES)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(str(ARTIFACTS / f"site_search_{width}px.png"))

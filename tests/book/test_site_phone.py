@@ -13,11 +13,14 @@ import re
 
 import pytest
 
-from tests.book.site_support import ARTIFACTS
-
 CHAPTERS = [
-    "01_attention_math", "02_key_value_store", "03_soft_vs_hard", "04_multi_head",
-    "05_positional_encoding", "06_encoder_decoder", "07_transfer_learning",
+    "01_attention_math",
+    "02_key_value_store",
+    "03_soft_vs_hard",
+    "04_multi_head",
+    "05_positional_encoding",
+    "06_encoder_decoder",
+    "07_transfer_learning",
 ]
 MIN_LABEL_PX = 9
 
@@ -94,7 +97,9 @@ def test_at_390_px_widget_pictures_and_display_equations_fit_the_screen(site, br
         if picture["right"] > layout["screen"] + 1 or picture["left"] < -1:
             problems.append(f"the {picture['kind']} picture spans {picture['left']:.0f}-{picture['right']:.0f} px")
     for equation in layout["equations"]:
-        problems.append(f"a display equation spans {equation['left']:.0f}-{equation['right']:.0f} px: {equation['text']!r}")
+        problems.append(
+            f"a display equation spans {equation['left']:.0f}-{equation['right']:.0f} px: {equation['text']!r}"
+        )
     assert not problems, f"{chapter} at 390 px:\n" + "\n".join(problems)
 
 
@@ -111,8 +116,10 @@ def test_at_390_px_every_widget_label_is_at_least_9_px(site, browser, chapter):
     for picture in layout["pictures"]:
         if picture["small"]:
             sizes = sorted({round(label["px"], 1) for label in picture["small"]})
-            problems.append(f"{len(picture['small'])} labels of the {picture['kind']} under {MIN_LABEL_PX} px "
-                            f"({sizes[:5]} px), e.g. {picture['small'][0]['text']!r}")
+            problems.append(
+                f"{len(picture['small'])} labels of the {picture['kind']} under {MIN_LABEL_PX} px "
+                f"({sizes[:5]} px), e.g. {picture['small'][0]['text']!r}"
+            )
     assert not problems, f"{chapter} at 390 px:\n" + "\n".join(problems)
 
 

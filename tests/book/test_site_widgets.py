@@ -16,8 +16,14 @@ PRESENTATION_CONTROLS = {
     "positional": ["length", "measure"],
     "decoding": ["back", "step", "head"],
 }
-MODEL_BOUND = {"attention": ["sentence"], "key_value": ["query"], "soft_hard": ["scores"], "heads": ["sentence"],
-               "positional": ["d_model", "base"], "decoding": ["source"]}
+MODEL_BOUND = {
+    "attention": ["sentence"],
+    "key_value": ["query"],
+    "soft_hard": ["scores"],
+    "heads": ["sentence"],
+    "positional": ["d_model", "base"],
+    "decoding": ["source"],
+}
 CHAPTER_WIDGETS = {
     "01_attention_math": "attention",
     "02_key_value_store": "key_value",
@@ -106,7 +112,9 @@ def problems_of(report: list[dict], page: str, expected_kind: str) -> list[str]:
                 problems.append(f"{page}: {entry['kind']} widget, control {name!r}: {result}")
         for name, disabled in entry["disabled"].items():
             if disabled is not True:
-                problems.append(f"{page}: {entry['kind']} widget, model-bound control {name!r} is not disabled ({disabled})")
+                problems.append(
+                    f"{page}: {entry['kind']} widget, model-bound control {name!r} is not disabled ({disabled})"
+                )
         if entry["disabled"] and "open the chapter in Colab" not in entry["note"]:
             problems.append(f"{page}: {entry['kind']} widget has no note saying where its disabled controls work")
     return problems
@@ -129,13 +137,44 @@ def test_the_site_serves_anywidget_and_marks_itself_as_having_no_kernel(site):
     assert "paths.anywidget" in offline and "__attentionBookStaticPage = true" in offline
 
 
-@pytest.mark.parametrize("report, expected", [
-    ([{"kind": "heads", "controls": {"head": {"outcome": "moved", "changed": False, "frames": 1}}, "disabled": {}, "note": ""}], 1),
-    ([{"kind": "heads", "controls": {"head": {"outcome": "moved", "changed": True, "frames": 1}},
-       "disabled": {"sentence": False}, "note": ""}], 2),
-    ([{"kind": "heads", "controls": {"head": {"outcome": "moved", "changed": True, "frames": 1}},
-       "disabled": {"sentence": True}, "note": "open the chapter in Colab or Jupyter"}], 0),
-])
+@pytest.mark.parametrize(
+    "report, expected",
+    [
+        (
+            [
+                {
+                    "kind": "heads",
+                    "controls": {"head": {"outcome": "moved", "changed": False, "frames": 1}},
+                    "disabled": {},
+                    "note": "",
+                }
+            ],
+            1,
+        ),
+        (
+            [
+                {
+                    "kind": "heads",
+                    "controls": {"head": {"outcome": "moved", "changed": True, "frames": 1}},
+                    "disabled": {"sentence": False},
+                    "note": "",
+                }
+            ],
+            2,
+        ),
+        (
+            [
+                {
+                    "kind": "heads",
+                    "controls": {"head": {"outcome": "moved", "changed": True, "frames": 1}},
+                    "disabled": {"sentence": True},
+                    "note": "open the chapter in Colab or Jupyter",
+                }
+            ],
+            0,
+        ),
+    ],
+)
 def test_the_check_reports_a_picture_that_did_not_change_and_an_enabled_sentence_box(report, expected):
     assert len(problems_of(report, "page", "heads")) == expected
 
@@ -149,18 +188,22 @@ def test_hovering_a_cell_highlights_its_row_and_column_and_leaving_restores_it(s
 
     browser.get((site / "notebooks" / "04_multi_head.html").as_uri())
     cell = WebDriverWait(browser, 30).until(
-        lambda d: d.find_element(By.CSS_SELECTOR, '.ab-widget .ab-picture rect[data-row="1"][data-col="2"]'))
+        lambda d: d.find_element(By.CSS_SELECTOR, '.ab-widget .ab-picture rect[data-row="1"][data-col="2"]')
+    )
     grid = cell.find_element(By.XPATH, "..")
     browser.execute_script("arguments[0].scrollIntoView({block: 'center'})", cell)
 
     def state():
-        return browser.execute_script("""
+        return browser.execute_script(
+            """
             const g = arguments[0];
             const cells = [...g.querySelectorAll('rect[data-row][data-col]')].map((r) => [
                 Number(r.dataset.row), Number(r.dataset.col), r.getAttribute('opacity') || '1']);
             const bold = [...g.querySelectorAll('text[data-row]')].filter((t) => t.getAttribute('font-weight') === 'bold')
                 .map((t) => Number(t.dataset.row));
-            return {cells, bold};""", grid)
+            return {cells, bold};""",
+            grid,
+        )
 
     before = state()
     assert len(before["cells"]) >= 9 and all(opacity == "1" for _, _, opacity in before["cells"])
@@ -202,7 +245,9 @@ def test_on_a_390_px_phone_no_page_scrolls_sideways_and_widgets_keep_legible_lab
             if layout["width"] != 390:
                 problems.append(f"{chapter}: the window is {layout['width']} px wide, not 390")
             if layout["pageWidth"] > layout["width"]:
-                problems.append(f"{chapter}: the page is {layout['pageWidth']} px wide at {layout['width']} px: it scrolls sideways")
+                problems.append(
+                    f"{chapter}: the page is {layout['pageWidth']} px wide at {layout['width']} px: it scrolls sideways"
+                )
             if not layout["widgets"]:
                 problems.append(f"{chapter}: no {kind} widget on the page")
             for widget in layout["widgets"]:

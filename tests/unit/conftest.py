@@ -4,8 +4,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.pyplot as plt
+import pytest
 
 # A few labelled-looking sentences for the word-piece and transfer-learning tests.
 REVIEWS = [
@@ -53,9 +53,17 @@ def trained_recall():
         held_out = ab.AssociativeRecall(1000, num_pairs=4, seed=2)
         model = RecallModel(len(train.vocab), max_len=10)
         history = ab.fit(
-            model, DataLoader(train, batch_size=64, shuffle=True), ab.classification_loss,
-            epochs=3, lr=1e-2, max_steps=150, device="cpu", progress=False,
-            valid_loader=DataLoader(held_out, batch_size=1000), metric_fn=ab.classification_accuracy, target=0.99,
+            model,
+            DataLoader(train, batch_size=64, shuffle=True),
+            ab.classification_loss,
+            epochs=3,
+            lr=1e-2,
+            max_steps=150,
+            device="cpu",
+            progress=False,
+            valid_loader=DataLoader(held_out, batch_size=1000),
+            metric_fn=ab.classification_accuracy,
+            target=0.99,
         )
     finally:
         torch.set_num_threads(threads)

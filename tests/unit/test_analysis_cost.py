@@ -10,8 +10,12 @@ from attention_book.analysis.cost import attention_cost, loglog_slope, parameter
 
 def test_attention_cost_counts_grow_with_the_square_of_the_length():
     cost = attention_cost(100, 64)
-    assert cost == {"score_multiply_adds": 100 * 100 * 64, "output_multiply_adds": 100 * 100 * 64,
-                    "weight_entries": 100 * 100, "weight_bytes": 100 * 100 * 4}
+    assert cost == {
+        "score_multiply_adds": 100 * 100 * 64,
+        "output_multiply_adds": 100 * 100 * 64,
+        "weight_entries": 100 * 100,
+        "weight_bytes": 100 * 100 * 4,
+    }
     doubled = attention_cost(200, 64, d_v=32, bytes_per_number=2)
     assert doubled["score_multiply_adds"] == 4 * cost["score_multiply_adds"]
     assert doubled["output_multiply_adds"] == 200 * 200 * 32 and doubled["weight_bytes"] == 200 * 200 * 2
@@ -43,10 +47,18 @@ def test_layer_costs_count_vaswani_table_1_with_projections():
     from attention_book.analysis.cost import layer_costs
 
     costs = layer_costs(128, 64, kernel_size=3)
-    assert costs["self-attention"] == {"multiply_adds": 3 * 128 * 64**2 + 2 * 128**2 * 64, "sequential_steps": 1, "path_length": 1}
+    assert costs["self-attention"] == {
+        "multiply_adds": 3 * 128 * 64**2 + 2 * 128**2 * 64,
+        "sequential_steps": 1,
+        "path_length": 1,
+    }
     assert costs["simple RNN"] == {"multiply_adds": 2 * 128 * 64**2, "sequential_steps": 128, "path_length": 127}
     assert costs["LSTM"]["multiply_adds"] == 4 * costs["simple RNN"]["multiply_adds"] == 4_194_304
-    assert costs["convolution (kernel 3)"] == {"multiply_adds": 3 * 128 * 64**2, "sequential_steps": 1, "path_length": 64}
+    assert costs["convolution (kernel 3)"] == {
+        "multiply_adds": 3 * 128 * 64**2,
+        "sequential_steps": 1,
+        "path_length": 64,
+    }
     assert layer_costs(1, 8)["convolution (kernel 3)"]["path_length"] == 0
 
 

@@ -31,8 +31,18 @@ def test_to_numpy_takes_tensors_with_grad_arrays_and_lists():
 
 @pytest.mark.parametrize(
     "value, digits, text",
-    [(0.25, 2, "0.25"), (1 / 3, 3, "0.333"), (-1e-9, 2, "0.00"), (-0.0, 2, "0.00"), (-0.004, 2, "0.00"),
-     (-0.005001, 2, "-0.01"), (0.0, 0, "0"), (-0.4, 0, "0"), (12.5, 1, "12.5"), (torch.tensor(0.5), 2, "0.50")],
+    [
+        (0.25, 2, "0.25"),
+        (1 / 3, 3, "0.333"),
+        (-1e-9, 2, "0.00"),
+        (-0.0, 2, "0.00"),
+        (-0.004, 2, "0.00"),
+        (-0.005001, 2, "-0.01"),
+        (0.0, 0, "0"),
+        (-0.4, 0, "0"),
+        (12.5, 1, "12.5"),
+        (torch.tensor(0.5), 2, "0.50"),
+    ],
 )
 def test_format_number_uses_fixed_decimals_and_never_writes_negative_zero(value, digits, text):
     assert format_number(value, digits) == text
@@ -40,7 +50,17 @@ def test_format_number_uses_fixed_decimals_and_never_writes_negative_zero(value,
 
 @pytest.mark.parametrize(
     "value, text",
-    [(10.0, "10"), (5.5, "5.5"), (0.25, "0.25"), (0.125, "0.12"), (1.0, "1"), (-0.001, "0"), (-0.0, "0"), (0.0, "0"), (-2.5, "-2.5")],
+    [
+        (10.0, "10"),
+        (5.5, "5.5"),
+        (0.25, "0.25"),
+        (0.125, "0.12"),
+        (1.0, "1"),
+        (-0.001, "0"),
+        (-0.0, "0"),
+        (0.0, "0"),
+        (-2.5, "-2.5"),
+    ],
 )
 def test_format_short_drops_trailing_zeros(value, text):
     assert format_short(value) == text
@@ -52,8 +72,17 @@ def test_format_short_takes_the_number_of_decimals():
 
 @pytest.mark.parametrize(
     "value, text",
-    [(1.9, "1.9"), (-0.4, "-0.4"), (0.125, "0.125"), (1 / 3, "0.333333"), (123456789.0, "1.23457e+08"),
-     (2 / 3 * 1e-7, "6.66667e-08"), (-0.0, "0"), (0.0, "0"), (5.0, "5")],
+    [
+        (1.9, "1.9"),
+        (-0.4, "-0.4"),
+        (0.125, "0.125"),
+        (1 / 3, "0.333333"),
+        (123456789.0, "1.23457e+08"),
+        (2 / 3 * 1e-7, "6.66667e-08"),
+        (-0.0, "0"),
+        (0.0, "0"),
+        (5.0, "5"),
+    ],
 )
 def test_format_exact_keeps_six_significant_digits(value, text):
     assert format_exact(value) == text
@@ -68,7 +97,9 @@ def test_format_weight_writes_an_exact_zero_as_0_and_a_tiny_weight_with_decimals
 
 def test_format_weights_aligns_entries_and_keeps_exact_zeros_visible():
     assert format_weights(torch.tensor([0.0, 0.7, 0.3, 0.0, 0.0])) == "[   0, 0.70, 0.30,    0,    0]"
-    assert format_weights(torch.tensor([1e-74], dtype=torch.float64)) == "[0.00]"  # float64 is not rounded to float32 first
+    assert (
+        format_weights(torch.tensor([1e-74], dtype=torch.float64)) == "[0.00]"
+    )  # float64 is not rounded to float32 first
     assert format_weights([[0.5], [0.5]], digits=1) == "[0.5, 0.5]"
 
 
@@ -86,7 +117,14 @@ def test_format_vector_writes_each_entry_with_the_chosen_number_formatter():
 
 @pytest.mark.parametrize(
     "count, text",
-    [(0, "0 bytes"), (1023, "1023 bytes"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (16 * 1024**3, "16.0 GiB"), (3 * 1024**5, "3072.0 TiB")],
+    [
+        (0, "0 bytes"),
+        (1023, "1023 bytes"),
+        (1024, "1.0 KiB"),
+        (1536, "1.5 KiB"),
+        (16 * 1024**3, "16.0 GiB"),
+        (3 * 1024**5, "3072.0 TiB"),
+    ],
 )
 def test_format_bytes_uses_the_largest_binary_unit_that_keeps_the_number_at_least_1(count, text):
     assert format_bytes(count) == text

@@ -62,8 +62,9 @@ def test_lookup_hit_rate_counts_the_asked_key_and_its_value_as_hits(trained_reca
 
 def _two_relation_model(task, heads=2):
     torch.manual_seed(0)
-    return ab.TokenClassifier(len(task.vocabulary), task.num_classes, d_model=32, num_heads=heads, d_ff=64, num_layers=1,
-                              max_len=task.length)
+    return ab.TokenClassifier(
+        len(task.vocabulary), task.num_classes, d_model=32, num_heads=heads, d_ff=64, num_layers=1, max_len=task.length
+    )
 
 
 def test_relation_accuracy_of_a_model_that_knows_the_answers():
@@ -78,7 +79,11 @@ def test_relation_accuracy_of_a_model_that_knows_the_answers():
             targets = task.targets.clamp_min(0)
             return torch.nn.functional.one_hot(targets, task.num_classes).float() + 0 * self.dummy
 
-    assert relation_accuracy(Oracle(), task) == {"both digits": 1.0, "partner's digit": 1.0, "previous token's digit": 1.0}
+    assert relation_accuracy(Oracle(), task) == {
+        "both digits": 1.0,
+        "partner's digit": 1.0,
+        "previous token's digit": 1.0,
+    }
 
 
 def test_relation_accuracy_scores_each_digit_of_the_answer_separately():
@@ -97,7 +102,11 @@ def test_relation_accuracy_scores_each_digit_of_the_answer_separately():
             wrong = (targets // d) * d + (targets % d + 1) % d
             return torch.nn.functional.one_hot(wrong, task.num_classes).float() + 0 * self.dummy
 
-    assert relation_accuracy(PartnerOnly(), task) == {"both digits": 0.0, "partner's digit": 1.0, "previous token's digit": 0.0}
+    assert relation_accuracy(PartnerOnly(), task) == {
+        "both digits": 0.0,
+        "partner's digit": 1.0,
+        "previous token's digit": 0.0,
+    }
 
 
 def test_head_focus_measures_weight_on_previous_partner_and_self():
@@ -137,10 +146,14 @@ def test_decoding_attention_rows_are_what_each_decoding_step_computed(seq2seq):
     for step in range(1, L + 1):  # the decoding loop, one step at a time
         seq2seq.decode(found["decoder_in"][None, :step], memory)
         for layer in range(2):
-            torch.testing.assert_close(seq2seq.decoder.layers[layer].cross_attn.last_weights[0, :, -1],
-                                       found["cross_attention"][layer, :, step - 1])
-            torch.testing.assert_close(seq2seq.decoder.layers[layer].self_attn.last_weights[0, :, -1],
-                                       found["self_attention"][layer, :, step - 1, :step])
+            torch.testing.assert_close(
+                seq2seq.decoder.layers[layer].cross_attn.last_weights[0, :, -1],
+                found["cross_attention"][layer, :, step - 1],
+            )
+            torch.testing.assert_close(
+                seq2seq.decoder.layers[layer].self_attn.last_weights[0, :, -1],
+                found["self_attention"][layer, :, step - 1, :step],
+            )
 
 
 def test_decoding_attention_rejects_a_batch(seq2seq):

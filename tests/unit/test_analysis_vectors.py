@@ -11,7 +11,9 @@ def test_word_vectors_follow_the_word_through_every_layer(minilm):
     assert vectors.shape == (7, 384)
     piece = minilm.tokenizer.token_to_id("bank")
     embedding = minilm.encoder.embedding
-    static = embedding.norm(embedding.tokens.weight[piece] + embedding.positions.embedding.weight[2] + embedding.token_types.weight[0])
+    static = embedding.norm(
+        embedding.tokens.weight[piece] + embedding.positions.embedding.weight[2] + embedding.token_types.weight[0]
+    )
     torch.testing.assert_close(vectors[0], static, atol=1e-5, rtol=0)  # layer 0: the embedding of position 2
     batch = minilm.encode(["The bank raised its rates."])
     with torch.no_grad():

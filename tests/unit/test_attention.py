@@ -52,7 +52,9 @@ def test_temperature_divides_the_scores():
     expected = torch.softmax(q @ k.transpose(-2, -1) / (math.sqrt(8) * 2.0), dim=-1)
     torch.testing.assert_close(weights, expected)
     torch.testing.assert_close(out, expected @ v)
-    torch.testing.assert_close(ab.attention_scores(q, k, temperature=2.0), q @ k.transpose(-2, -1) / (math.sqrt(8) * 2.0))
+    torch.testing.assert_close(
+        ab.attention_scores(q, k, temperature=2.0), q @ k.transpose(-2, -1) / (math.sqrt(8) * 2.0)
+    )
 
 
 def test_weight_rows_sum_to_one_and_masked_positions_get_zero():
@@ -114,14 +116,46 @@ k = torch.randn(2, 7, 8)
 v = torch.randn(2, 7, 4)
 
 CASES = [
-    ("query is 1-D", lambda: ab.scaled_dot_product_attention(torch.randn(8), k, v), r"q must have at least 2 dimensions .* shape \(8\)"),
-    ("q and k differ in d_k", lambda: ab.scaled_dot_product_attention(q, torch.randn(2, 7, 6), v), r"same number of features d_k.*q has 8.*k has 6"),
-    ("k and v differ in tokens", lambda: ab.scaled_dot_product_attention(q, k, torch.randn(2, 6, 4)), r"k has 7 tokens.*v has 6"),
-    ("integer queries", lambda: ab.scaled_dot_product_attention(q.long(), k, v), r"q must hold floating-point numbers.*torch.int64"),
-    ("mask of wrong shape", lambda: ab.scaled_dot_product_attention(q, k, v, mask=torch.ones(5, 6, dtype=torch.bool)), r"mask of shape \(5, 6\) cannot be broadcast.*\(2, 5, 7\)"),
-    ("mask of wrong dtype", lambda: ab.scaled_dot_product_attention(q, k, v, mask=torch.ones(5, 7)), r"mask must be a boolean tensor.*torch.float32"),
-    ("zero temperature", lambda: ab.scaled_dot_product_attention(q, k, v, temperature=0.0), r"temperature must be positive.*0.0"),
-    ("negative temperature", lambda: ab.scaled_dot_product_attention(q, k, v, temperature=-1), r"temperature must be positive.*-1"),
+    (
+        "query is 1-D",
+        lambda: ab.scaled_dot_product_attention(torch.randn(8), k, v),
+        r"q must have at least 2 dimensions .* shape \(8\)",
+    ),
+    (
+        "q and k differ in d_k",
+        lambda: ab.scaled_dot_product_attention(q, torch.randn(2, 7, 6), v),
+        r"same number of features d_k.*q has 8.*k has 6",
+    ),
+    (
+        "k and v differ in tokens",
+        lambda: ab.scaled_dot_product_attention(q, k, torch.randn(2, 6, 4)),
+        r"k has 7 tokens.*v has 6",
+    ),
+    (
+        "integer queries",
+        lambda: ab.scaled_dot_product_attention(q.long(), k, v),
+        r"q must hold floating-point numbers.*torch.int64",
+    ),
+    (
+        "mask of wrong shape",
+        lambda: ab.scaled_dot_product_attention(q, k, v, mask=torch.ones(5, 6, dtype=torch.bool)),
+        r"mask of shape \(5, 6\) cannot be broadcast.*\(2, 5, 7\)",
+    ),
+    (
+        "mask of wrong dtype",
+        lambda: ab.scaled_dot_product_attention(q, k, v, mask=torch.ones(5, 7)),
+        r"mask must be a boolean tensor.*torch.float32",
+    ),
+    (
+        "zero temperature",
+        lambda: ab.scaled_dot_product_attention(q, k, v, temperature=0.0),
+        r"temperature must be positive.*0.0",
+    ),
+    (
+        "negative temperature",
+        lambda: ab.scaled_dot_product_attention(q, k, v, temperature=-1),
+        r"temperature must be positive.*-1",
+    ),
     ("not a tensor", lambda: ab.scaled_dot_product_attention([[1.0]], k, v), r"q must be a torch.Tensor.*list"),
     ("causal mask of length 0", lambda: ab.causal_mask(0), r"T\b.*must be a positive integer.*\b0\b"),
     ("padding lengths longer than T", lambda: ab.padding_mask([2, 9], 5), r"between 0 and T=5.*9"),

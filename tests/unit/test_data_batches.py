@@ -47,7 +47,7 @@ def test_the_same_generator_seed_gives_the_same_batches_and_another_seed_others(
 
 def test_batches_sorted_by_length_hold_similar_lengths():
     lengths = _lengths(1000, seed=1)
-    spread = lambda batches: sum(int(lengths[rows].max() - lengths[rows].min()) for rows in batches)  # noqa: E731
+    spread = lambda batches: sum(int(lengths[rows].max() - lengths[rows].min()) for rows in batches)
     # Without a generator all examples are sorted; with one (and fewer examples than a pool of
     # 32 batches) the batches are runs of the sorted order, only shuffled. Either way the
     # spreads of the batches add up to at most the spread of all lengths.
@@ -74,7 +74,9 @@ def test_trim_padding_cuts_only_columns_that_are_padding_in_every_row():
     trimmed = trim_padding(batch)
     assert not batch["padding_mask"][:, 4:].any()  # the cut columns were padding everywhere
     assert trimmed["tokens"].shape == trimmed["padding_mask"].shape == (3, 4)
-    assert torch.equal(trimmed["tokens"], batch["tokens"][:, :4]) and torch.equal(trimmed["vectors"], batch["vectors"][:, :4])
+    assert torch.equal(trimmed["tokens"], batch["tokens"][:, :4]) and torch.equal(
+        trimmed["vectors"], batch["vectors"][:, :4]
+    )
     assert torch.equal(trimmed["label"], batch["label"])  # 1-D: one label per example, untouched
     assert trimmed["other"].shape == (3, 6)
     full = _padded(torch.tensor([3, 3]))

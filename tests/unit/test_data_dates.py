@@ -45,7 +45,10 @@ def test_every_format_reads_back_to_its_date_over_the_whole_range(format_name):
 
 def test_weekdays_and_ordinals_are_right():
     assert write_date(datetime.date(2000, 1, 1), "en-US weekday") == "Saturday, January 1, 2000"
-    ordinals = [write_date(datetime.date(2001, 1, day), "en-GB ordinal").split()[0] for day in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 31)]
+    ordinals = [
+        write_date(datetime.date(2001, 1, day), "en-GB ordinal").split()[0]
+        for day in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 31)
+    ]
     assert ordinals == ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "31st"]
     assert read_date("1/1/49") == datetime.date(2049, 1, 1) and read_date("1/1/50") == datetime.date(1950, 1, 1)
 
@@ -83,7 +86,9 @@ def test_items_are_the_sequence_task_layout_and_decode_to_text_and_iso():
     assert torch.equal(item["target_in"][1:], item["target_out"][:-1])
     batch = next(iter(DataLoader(task, batch_size=16)))
     assert batch["source"].shape == (16, task.max_len) and batch["target_out"].shape == (16, 11)
-    model = ab.EncoderDecoder(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32)
+    model = ab.EncoderDecoder(
+        len(task.vocab), len(task.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32
+    )
     assert ab.seq2seq_loss(model, batch).item() > 0
     assert torch.equal(task.encode(task.texts[3])[0], item["source"][: len(task.texts[3])])
 

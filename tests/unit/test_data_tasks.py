@@ -21,7 +21,9 @@ def test_special_ids_and_the_ignored_label():
     assert (ab.PAD, ab.BOS, ab.EOS) == (0, 1, 2)
     assert ab.IGNORE == IGNORE == -100
     logits, targets = torch.randn(3, 5), torch.tensor([1, IGNORE, 4])
-    torch.testing.assert_close(F.cross_entropy(logits, targets, ignore_index=IGNORE), F.cross_entropy(logits[[0, 2]], targets[[0, 2]]))
+    torch.testing.assert_close(
+        F.cross_entropy(logits, targets, ignore_index=IGNORE), F.cross_entropy(logits[[0, 2]], targets[[0, 2]])
+    )
 
 
 def test_vocabulary_puts_the_specials_first_and_decodes_up_to_eos():
@@ -158,7 +160,7 @@ def test_every_sequence_holds_deep_and_learning_once_and_the_label_says_which_co
         real = tokens[: int(length)].tolist()
         assert real.count(deep) == 1 and real.count(learning) == 1
         assert int(label) == int(real.index(deep) < real.index(learning))
-        assert (tokens[int(length):] == ab.PAD).all()
+        assert (tokens[int(length) :] == ab.PAD).all()
     assert torch.equal(task.padding_mask, task.tokens != ab.PAD)
     assert set(task[0]) == {"tokens", "padding_mask", "label", "length"}
     assert 3 <= int(task.lengths.min()) and int(task.lengths.max()) <= 9
@@ -220,7 +222,13 @@ def test_toy_reviews_are_labelled_by_counting_opinion_words():
 
 def test_number_words_spell_numbers_and_is_number_name_recognises_them():
     assert [number_words(n) for n in (0, 13, 40, 42, 100, 342, 999)] == [
-        "zero", "thirteen", "forty", "forty two", "one hundred", "three hundred forty two", "nine hundred ninety nine",
+        "zero",
+        "thirteen",
+        "forty",
+        "forty two",
+        "one hundred",
+        "three hundred forty two",
+        "nine hundred ninety nine",
     ]
     assert len({number_words(n) for n in range(1000)}) == 1000
     assert is_number_name("seventy one") and is_number_name("seventy")
@@ -242,16 +250,24 @@ def test_character_corpus_targets_are_the_next_characters():
         assert item["tokens"].shape == item["targets"].shape == (16,)
         assert torch.equal(item["tokens"][1:], item["targets"][:-1])
         assert corpus.decode(item["tokens"]) + corpus.decode(item["targets"][-1:]) in corpus.text
-    assert all(is_number_name(line) and number_words(int(_value(line))) == line for line in corpus.text.split("\n")[:-1])
+    assert all(
+        is_number_name(line) and number_words(int(_value(line))) == line for line in corpus.text.split("\n")[:-1]
+    )
     again = ab.CharacterCorpus(50, T=16, seed=3)
     assert torch.equal(again.tokens, corpus.tokens)
     with pytest.raises(ValueError, match="not in this corpus"):
         corpus.encode("forty-two")
 
 
-@pytest.mark.parametrize("options, pattern", [(dict(num_windows=0), "num_windows"), (dict(num_windows=5, T=1), "T must"),
-                                              (dict(num_windows=5, largest=1000), "largest"),
-                                              (dict(num_windows=5, T=50, num_lines=2), "too few")])
+@pytest.mark.parametrize(
+    "options, pattern",
+    [
+        (dict(num_windows=0), "num_windows"),
+        (dict(num_windows=5, T=1), "T must"),
+        (dict(num_windows=5, largest=1000), "largest"),
+        (dict(num_windows=5, T=50, num_lines=2), "too few"),
+    ],
+)
 def test_character_corpus_rejects_bad_arguments(options, pattern):
     with pytest.raises(ValueError, match=pattern):
         ab.CharacterCorpus(**options)
@@ -268,7 +284,13 @@ def test_sample_lines_writes_one_line_per_sample_and_repeats_with_its_seed():
 
 
 def test_every_task_collates_with_the_default_data_loader():
-    for task in (ab.AssociativeRecall(8), ab.TwoRelationTask(8), ab.WordOrderTask(8), ab.ToyReviews(8),
-                 ab.CharacterCorpus(8, T=6), ab.SequenceTask("copy", 8)):
+    for task in (
+        ab.AssociativeRecall(8),
+        ab.TwoRelationTask(8),
+        ab.WordOrderTask(8),
+        ab.ToyReviews(8),
+        ab.CharacterCorpus(8, T=6),
+        ab.SequenceTask("copy", 8),
+    ):
         batch = next(iter(DataLoader(task, batch_size=4)))
         assert all(value.shape[0] == 4 for value in batch.values()), type(task).__name__

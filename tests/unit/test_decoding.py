@@ -77,8 +77,9 @@ def test_greedy_decode_with_a_kv_cache_equals_feeding_every_token_each_step(norm
     padding = source != 0
     results = {}
     for cache in (True, False):
-        tokens, logits = ab.greedy_decode(model, source, 8, bos=ab.BOS, eos=ab.EOS, source_padding=padding,
-                                          return_logits=True, cache=cache)
+        tokens, logits = ab.greedy_decode(
+            model, source, 8, bos=ab.BOS, eos=ab.EOS, source_padding=padding, return_logits=True, cache=cache
+        )
         weights = [(layer.self_attn.last_weights, layer.cross_attn.last_weights) for layer in model.decoder.layers]
         results[cache] = tokens, logits, weights
     (cached, cached_logits, cached_weights), (full, full_logits, full_weights) = results[True], results[False]
@@ -195,7 +196,9 @@ def test_beam_search_keeps_the_path_greedy_decoding_misses():
     tokens, log_prob = beam_search(Scripted(), source, 2, bos=ab.BOS, eos=ab.EOS, beam_width=2)
     assert greedy[0, 0] == 3 and tokens.tolist() == [[4, ab.EOS]]
     assert log_prob.item() == pytest.approx(math.log(0.4), abs=1e-4)  # beats greedy's log(0.6 / 6)
-    assert sequence_log_prob(Scripted(), source, greedy, ab.BOS, ab.EOS).item() == pytest.approx(math.log(0.1), abs=1e-4)
+    assert sequence_log_prob(Scripted(), source, greedy, ab.BOS, ab.EOS).item() == pytest.approx(
+        math.log(0.1), abs=1e-4
+    )
 
 
 def test_sequence_log_prob_ignores_what_follows_the_first_eos():
@@ -212,11 +215,20 @@ def test_sequence_log_prob_ignores_what_follows_the_first_eos():
     "call, pattern",
     [
         (lambda m: beam_search(m, torch.tensor([3, 4]), 4, ab.BOS, ab.EOS), r"source.*\(batch, T_in\)"),
-        (lambda m: beam_search(m, torch.tensor([[3, 4]]), 0, ab.BOS, ab.EOS), r"max_len must be a positive integer, but 0"),
-        (lambda m: beam_search(m, torch.tensor([[3, 4]]), 4, ab.BOS, ab.EOS, beam_width=0), r"beam_width must be a positive integer, but 0"),
+        (
+            lambda m: beam_search(m, torch.tensor([[3, 4]]), 0, ab.BOS, ab.EOS),
+            r"max_len must be a positive integer, but 0",
+        ),
+        (
+            lambda m: beam_search(m, torch.tensor([[3, 4]]), 4, ab.BOS, ab.EOS, beam_width=0),
+            r"beam_width must be a positive integer, but 0",
+        ),
         (lambda m: beam_search(m, torch.tensor([[3, 4]]), 4, ab.BOS, ab.EOS, beam_width=2.5), r"beam_width .* 2.5"),
         (lambda m: beam_search(m, torch.tensor([[3, 4]]), 4, ab.BOS, 9), r"eos must be a token id in \[0, 6\).* 9"),
-        (lambda m: sequence_log_prob(m, torch.tensor([[3, 4]]), torch.tensor([[3], [4]]), ab.BOS, ab.EOS), r"output must hold .* 1 sources.*\(2, 1\)"),
+        (
+            lambda m: sequence_log_prob(m, torch.tensor([[3, 4]]), torch.tensor([[3], [4]]), ab.BOS, ab.EOS),
+            r"output must hold .* 1 sources.*\(2, 1\)",
+        ),
     ],
 )
 def test_beam_search_and_sequence_log_prob_reject_bad_arguments(call, pattern):

@@ -4,8 +4,7 @@ import math
 
 import pytest
 
-from attention_book.exercises import NOT_IMPLEMENTED, check, get, load_all
-from attention_book.exercises import chapter01
+from attention_book.exercises import NOT_IMPLEMENTED, chapter01, check, get, load_all
 
 load_all()
 IDS = ["1.1", "1.2", "1.3", "1.4", "1.5"]

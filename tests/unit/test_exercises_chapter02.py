@@ -7,8 +7,7 @@ import pytest
 import torch
 
 import attention_book as ab
-from attention_book.exercises import NOT_IMPLEMENTED, ExerciseFailure, check, get, load_all
-from attention_book.exercises import _core, chapter02
+from attention_book.exercises import NOT_IMPLEMENTED, ExerciseFailure, _core, chapter02, check, get, load_all
 
 load_all()
 IDS = ["2.1", "2.2", "2.3"]
@@ -41,7 +40,9 @@ def test_the_solution_passes_on_200_seeds(exercise_id, seeded, capsys):
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("exercise_id, mistake", MISTAKES, ids=lambda value: value if isinstance(value, str) else value.name)
+@pytest.mark.parametrize(
+    "exercise_id, mistake", MISTAKES, ids=lambda value: value if isinstance(value, str) else value.name
+)
 def test_each_known_mistake_gets_its_own_hint_on_20_seeds(exercise_id, mistake, seeded, capsys):
     for seed in range(20):
         seeded(seed)

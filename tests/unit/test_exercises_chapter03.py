@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_book.exercises import check, load_all
-from attention_book.exercises import chapter03
+from attention_book.exercises import chapter03, check, load_all
 
 load_all()
 

@@ -38,4 +38,6 @@ def test_learned_positions_as_an_embedding_pass_5_6(capsys):
 
 def test_the_package_learned_encoding_passes_5_6(capsys):
     """ab.LearnedPositionalEncoding checks the length too, with a message naming both numbers."""
-    assert check("5.6", lambda max_len, d_model: ab.LearnedPositionalEncoding(max_len, d_model)), capsys.readouterr().out
+    assert check("5.6", lambda max_len, d_model: ab.LearnedPositionalEncoding(max_len, d_model)), (
+        capsys.readouterr().out
+    )

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import attention_book as ab
 from attention_book.exercises import _core, chapter00, chapter01, check, load_all
-from attention_book.exercises._core import GENERIC, ExerciseFailure, attention_variants, diagnose, describe_exception
+from attention_book.exercises._core import GENERIC, ExerciseFailure, attention_variants, describe_exception, diagnose
 
 load_all()
 SETTINGS = settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -127,7 +127,9 @@ def test_a_wrong_shape_is_explained(got_shape, expected_shape, phrase):
 
 
 def test_a_wrong_type_is_described():
-    assert "a tuple of 2 (a tensor of shape (2,), a tensor of shape (3,))" in _failure((torch.zeros(2), torch.zeros(3)), torch.zeros(2))
+    assert "a tuple of 2 (a tensor of shape (2,), a tensor of shape (3,))" in _failure(
+        (torch.zeros(2), torch.zeros(3)), torch.zeros(2)
+    )
 
 
 def _from_a_cell(source: str, name: str):
@@ -166,15 +168,11 @@ def test_an_exception_in_a_file_names_the_file():
 
 def test_view_after_transpose_gets_the_reshape_hint_not_pytorchs_error(capsys):
     split = _from_a_cell(
-        "def split(x, n):\n"
-        "    b, T, d = x.shape\n"
-        "    return x.view(b, T, n, d // n).transpose(1, 2)\n",
+        "def split(x, n):\n    b, T, d = x.shape\n    return x.view(b, T, n, d // n).transpose(1, 2)\n",
         "split",
     )
     merge = _from_a_cell(
-        "def merge(x):\n"
-        "    b, h, T, d = x.shape\n"
-        "    return x.transpose(1, 2).view(b, T, h * d)\n",
+        "def merge(x):\n    b, h, T, d = x.shape\n    return x.transpose(1, 2).view(b, T, h * d)\n",
         "merge",
     )
     assert not check("4.1", (split, merge))
@@ -218,7 +216,10 @@ def test_exercise_1_2_names_every_variant_of_the_attention_family(seed, family, 
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 10_000), family=st.sampled_from([_core.WRONG_AXIS, _core.SCALED_BY_D_K, _core.SCALED_BY_SQRT_T, _core.SCORES_AS_WEIGHTS]))
+@given(
+    seed=st.integers(0, 10_000),
+    family=st.sampled_from([_core.WRONG_AXIS, _core.SCALED_BY_D_K, _core.SCALED_BY_SQRT_T, _core.SCORES_AS_WEIGHTS]),
+)
 def test_exercise_0_1_names_the_weight_variants(seed, family, seeded, capsys):
     seeded(chapter00, seed)
 

@@ -11,7 +11,14 @@ import torch
 
 import attention_book as ab
 from attention_book.figures import chapter01, chapter02, chapter03, chapter04, chapter05, chapter06, chapter07
-from attention_book.figures.chapter04 import EXAMPLE_SENTENCE, HAND_PARSE, ParseFigure, parse_example, relations, render_parse
+from attention_book.figures.chapter04 import (
+    EXAMPLE_SENTENCE,
+    HAND_PARSE,
+    ParseFigure,
+    parse_example,
+    relations,
+    render_parse,
+)
 from attention_book.recall import RecallModel
 
 
@@ -121,13 +128,18 @@ def test_chapter_3_threshold_sweep_score_and_loss_figures():
     with pytest.raises(ValueError, match="3 scores but 2 labels"):
         chapter03.plot_threshold(torch.tensor([0.2, 1.9, 1.5]), 1.2, ["x", "y"])
     betas = torch.logspace(-1, 1, 5)
-    figure = chapter03.plot_beta_sweep(betas, {"softmax": torch.rand(5)}, {"softmax": torch.full((5,), 3.0)}, num_keys=3)
+    figure = chapter03.plot_beta_sweep(
+        betas, {"softmax": torch.rand(5)}, {"softmax": torch.full((5,), 3.0)}, num_keys=3
+    )
     assert len(figure.axes) == 2 and all(ax.get_xscale() == "log" and ax.get_title() for ax in figure.axes)
     grid = torch.linspace(-2, 2, 9)
-    figure = chapter03.plot_weight_against_score(grid, {"hardmax": (grid > 0).float()}, {"hardmax": torch.zeros(9)}, "bank",
-                                                 jumps={"hardmax": 0.0})
+    figure = chapter03.plot_weight_against_score(
+        grid, {"hardmax": (grid > 0).float()}, {"hardmax": torch.zeros(9)}, "bank", jumps={"hardmax": 0.0}
+    )
     assert "bank" in figure.axes[0].get_xlabel()
-    figure = chapter03.plot_losses({"start 1": {"softmax": [1.0, 0.5], "hardmax": [1.0, 1.0]}, "start 2": {"softmax": [2.0, 1.0]}})
+    figure = chapter03.plot_losses(
+        {"start 1": {"softmax": [1.0, 0.5], "hardmax": [1.0, 1.0]}, "start 2": {"softmax": [2.0, 1.0]}}
+    )
     assert [ax.get_title() for ax in figure.axes] == ["start 1", "start 2"]
     assert len(figure.axes[0].lines) == 2
 
@@ -152,7 +164,11 @@ def test_the_hand_written_parse_has_gave_as_root_with_three_different_dependents
     assert [token.dep_ for token in doc] == HAND_PARSE["deps"]
     assert [token.pos_ for token in doc] == HAND_PARSE["pos"]
     arcs = relations(doc)
-    assert ("gave", "nsubj", "She") in arcs and ("gave", "dative", "brother") in arcs and ("gave", "dobj", "bicycle") in arcs
+    assert (
+        ("gave", "nsubj", "She") in arcs
+        and ("gave", "dative", "brother") in arcs
+        and ("gave", "dobj", "bicycle") in arcs
+    )
     assert len(arcs) == len(doc) - 1  # every word but the root has one head
 
 
@@ -186,8 +202,12 @@ def test_plot_relation_accuracy_with_seeds_shows_the_mean_the_range_and_every_se
     ax = chapter04.plot_relation_accuracy(results, ylabel="test accuracy")
     heights = sorted(round(bar.get_height(), 6) for bar in ax.patches)
     assert heights == [0.3, 0.5, 0.7, 1.0]  # bars are the means over the seeds
-    ranges = sorted(tuple(round(v, 6) for v in segment[:, 1]) for lines in ax.collections
-                    if hasattr(lines, "get_segments") for segment in lines.get_segments())
+    ranges = sorted(
+        tuple(round(v, 6) for v in segment[:, 1])
+        for lines in ax.collections
+        if hasattr(lines, "get_segments")
+        for segment in lines.get_segments()
+    )
     assert (0.2, 0.9) in ranges and (0.1, 0.5) in ranges  # a line from the lowest to the highest seed
     dots = sum(len(c.get_offsets()) for c in ax.collections if not hasattr(c, "get_segments"))
     assert dots == 12  # one dot per seed, model and relation
@@ -199,8 +219,18 @@ def test_multi_head_diagram_marks_every_shape_and_legible_text():
     figure = chapter04.plot_multi_head_diagram()
     texts = [t.get_text() for ax in figure.axes for t in ax.texts]
     joined = " ".join(texts)
-    for part in ("W_Q^{(1)}", "W_K^{(2)}", "W_V^{(n_h)}", "Concat", "W_O", "MultiHead", r"(T,\ d_k)", r"(T,\ T)",
-                 r"(T,\ n_h d_k)", r"(T,\ d_{\mathrm{model}})"):
+    for part in (
+        "W_Q^{(1)}",
+        "W_K^{(2)}",
+        "W_V^{(n_h)}",
+        "Concat",
+        "W_O",
+        "MultiHead",
+        r"(T,\ d_k)",
+        r"(T,\ T)",
+        r"(T,\ n_h d_k)",
+        r"(T,\ d_{\mathrm{model}})",
+    ):
         assert part in joined, part
     assert {"head 1", "head 2", "head $n_h$"} <= set(texts)
     assert min(t.get_fontsize() for ax in figure.axes for t in ax.texts) >= 8
@@ -227,16 +257,19 @@ def test_chapter_5_figures_have_labelled_axes_and_titles():
 
 
 def test_chapter_5_seed_figures_draw_the_mean_and_a_band_for_the_range():
-    runs = [ab.History(step_loss=[0.7 - 0.01 * k] * 30, epoch=[1, 2, 3], valid_metric=[0.5, 0.6 + 0.1 * k, 0.9], steps=30)
-            for k in range(3)]
+    runs = [
+        ab.History(step_loss=[0.7 - 0.01 * k] * 30, epoch=[1, 2, 3], valid_metric=[0.5, 0.6 + 0.1 * k, 0.9], steps=30)
+        for k in range(3)
+    ]
     figure = chapter05.plot_order_training({"sinusoidal": runs}, steps_per_epoch=10)
     right = figure.axes[1]
     mean_line = right.get_lines()[0]
     assert list(mean_line.get_ydata()) == pytest.approx([0.5, 0.7, 0.9])
     assert len(right.collections) == 1  # the band over the three seeds
     assert "3 seeds" in figure.get_suptitle()
-    ax = chapter05.plot_accuracy_by_length({"learned": {8: [1.0, 1.0], 12: [0.6, 0.7]}}, (4, 8),
-                                           predictions={"learned: coin flip": {8: 1.0, 12: 0.71}})
+    ax = chapter05.plot_accuracy_by_length(
+        {"learned": {8: [1.0, 1.0], 12: [0.6, 0.7]}}, (4, 8), predictions={"learned: coin flip": {8: 1.0, 12: 0.71}}
+    )
     lines = {line.get_label(): line for line in ax.get_lines()}
     assert list(lines["learned"].get_ydata()) == pytest.approx([1.0, 0.65])
     assert lines["learned: coin flip"].get_linestyle() == "--"
@@ -278,8 +311,15 @@ def test_gradient_by_depth_draws_the_mean_of_the_seeds_and_their_range():
 def test_encoder_decoder_diagram_names_both_stacks_every_mask_and_the_memory():
     figure = chapter06.plot_encoder_decoder_diagram()
     texts = [t.get_text() for t in figure.axes[0].texts]
-    for expected in ("ENCODER", "DECODER", "cross-attention", "masked self-attention", "mask: source padding",
-                     "mask: causal + target padding", "queries"):
+    for expected in (
+        "ENCODER",
+        "DECODER",
+        "cross-attention",
+        "masked self-attention",
+        "mask: source padding",
+        "mask: causal + target padding",
+        "queries",
+    ):
         assert expected in texts, expected
     assert any(t.startswith("memory") for t in texts) and any("keys and" in t for t in texts)
     assert texts.count("add & layer norm") == 5 and texts.count("mask: source padding") == 2
@@ -311,12 +351,15 @@ def test_plot_decoding_attention_labels_steps_with_fed_and_written_tokens():
 def test_chapter_7_figures_have_titles_and_labelled_axes(minilm):
     from attention_book.analysis.heads import HEAD_PATTERNS, strongest_heads
 
-    ax = chapter07.plot_learning_curves({"frozen": {100: (0.7, 0.68, 0.72), 300: (0.75, 0.7, 0.8)}, "scratch": {100: (0.55, 0.5, 0.6)}},
-                                        baseline=0.58)
+    ax = chapter07.plot_learning_curves(
+        {"frozen": {100: (0.7, 0.68, 0.72), 300: (0.75, 0.7, 0.8)}, "scratch": {100: (0.55, 0.5, 0.6)}}, baseline=0.58
+    )
     assert ax.get_xlabel() == "labelled training examples (log scale)" and ax.get_title()
     assert ax.get_ylabel() == "test accuracy\n(axis from 50%)" and ax.get_ylim() == (0.5, 1.0)  # a cut axis says so
     assert {"frozen", "scratch", "always 'fresh' (58%)"} == {t.get_text() for t in ax.get_legend().get_texts()}
-    ax = chapter07.plot_similarity_gaps({"same verdict": (0.02, 0.01, 0.03), "a shared neutral word": (0.05, 0.04, 0.06)})
+    ax = chapter07.plot_similarity_gaps(
+        {"same verdict": (0.02, 0.01, 0.03), "a shared neutral word": (0.05, 0.04, 0.06)}
+    )
     assert [t.get_text() for t in ax.get_yticklabels()] == ["same verdict", "a shared neutral word"] and ax.get_xlabel()
     figure = chapter07.plot_patch_attention(torch.rand(16, 16), torch.rand(4, 4), 4, title="a plus")
     assert all(ax.get_title() for ax in figure.axes[:2]) and figure.get_size_inches()[0] <= chapter07.COLUMN_INCHES

@@ -60,9 +60,7 @@ def test_the_package_is_found_without_being_imported():
     assert result.stdout.split() == ["True", "False"]
 
 
-def test_recording_a_stored_file_that_is_not_registered_is_refused_naming_the_registry(
-    tmp_path, monkeypatch
-):
+def test_recording_a_stored_file_that_is_not_registered_is_refused_naming_the_registry(tmp_path, monkeypatch):
     from attention_book import _files
 
     monkeypatch.setattr(_files, "STORED_FOLDER", tmp_path)

@@ -28,7 +28,9 @@ def test_single_head_is_attention_over_its_own_projections():
     head = ab.SingleHeadAttention(6, d_k=4, d_v=3)
     x, context = torch.randn(2, 5, 6), torch.randn(2, 7, 6)
     out, weights = head(x, context)
-    expected, expected_weights = ab.scaled_dot_product_attention(head.q_proj(x), head.k_proj(context), head.v_proj(context))
+    expected, expected_weights = ab.scaled_dot_product_attention(
+        head.q_proj(x), head.k_proj(context), head.v_proj(context)
+    )
     assert out.shape == (2, 5, 3) and weights.shape == (2, 5, 7)
     torch.testing.assert_close(out, expected)
     torch.testing.assert_close(weights, expected_weights)

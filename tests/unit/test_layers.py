@@ -4,7 +4,6 @@ Layers compute exactly what PyTorch's own modules compute; the one layer loop
 (``run_stack`` / ``Encoder.run_layers``) equals running the layers by hand.
 """
 
-
 import pytest
 import torch
 from torch import nn
@@ -42,7 +41,9 @@ def test_residual_applies_dropout_to_the_sublayer_only():
     x = torch.randn(4, 5, 8)
     dropout = nn.Dropout(1.0).train()  # drops every sublayer output
     torch.testing.assert_close(residual(x, lambda h: h * 3, norm=nn.Identity(), dropout=dropout, norm_first=True), x)
-    torch.testing.assert_close(residual(x, lambda h: h * 3, norm=nn.LayerNorm(8), dropout=dropout, norm_first=False), nn.LayerNorm(8)(x))
+    torch.testing.assert_close(
+        residual(x, lambda h: h * 3, norm=nn.LayerNorm(8), dropout=dropout, norm_first=False), nn.LayerNorm(8)(x)
+    )
 
 
 # ---------------------------------------------------------------------------------
@@ -53,9 +54,13 @@ def test_residual_applies_dropout_to_the_sublayer_only():
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_encoder_layer_from_torch(norm_first, activation):
     torch.manual_seed(0)
-    reference = nn.TransformerEncoderLayer(
-        16, 4, 32, dropout=0.1, activation=activation, batch_first=True, norm_first=norm_first
-    ).to(DEVICE).eval()
+    reference = (
+        nn.TransformerEncoderLayer(
+            16, 4, 32, dropout=0.1, activation=activation, batch_first=True, norm_first=norm_first
+        )
+        .to(DEVICE)
+        .eval()
+    )
     ours = ab.EncoderLayer.from_torch(reference).eval()
     x = inputs()
     real = ab.padding_mask([6, 3], 6).to(DEVICE)
@@ -69,7 +74,9 @@ def test_encoder_layer_from_torch(norm_first, activation):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_from_torch(norm_first):
     torch.manual_seed(0)
-    reference = nn.TransformerDecoderLayer(16, 4, 32, dropout=0.1, batch_first=True, norm_first=norm_first).to(DEVICE).eval()
+    reference = (
+        nn.TransformerDecoderLayer(16, 4, 32, dropout=0.1, batch_first=True, norm_first=norm_first).to(DEVICE).eval()
+    )
     ours = ab.DecoderLayer.from_torch(reference).eval()
     target, memory = inputs(T=5), inputs(T=7, seed=1)
     memory_real = ab.padding_mask([7, 4], 7).to(DEVICE)
@@ -94,7 +101,9 @@ def test_decoder_layer_keeps_self_and_cross_attention_weights():
 
 def _encoder(norm_first=False, causal=False, num_layers=3, seed=0):
     torch.manual_seed(seed)
-    return ab.Encoder(12, d_model=16, num_heads=2, d_ff=32, num_layers=num_layers, norm_first=norm_first, causal=causal).eval()
+    return ab.Encoder(
+        12, d_model=16, num_heads=2, d_ff=32, num_layers=num_layers, norm_first=norm_first, causal=causal
+    ).eval()
 
 
 TOKENS = torch.tensor([[5, 6, 7, 8, 9], [3, 4, 5, 0, 0]])

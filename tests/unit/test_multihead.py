@@ -126,7 +126,10 @@ def test_the_model_has_the_same_parameters_for_any_number_of_narrow_heads():
 def test_wide_heads_have_h_times_the_projection_parameters():
     d_model, heads = 12, 3
     wide = ab.MultiHeadAttention(d_model, heads, d_head=d_model)
-    assert wide.q_proj.weight.shape == (heads * d_model, d_model) and wide.out_proj.weight.shape == (d_model, heads * d_model)
+    assert wide.q_proj.weight.shape == (heads * d_model, d_model) and wide.out_proj.weight.shape == (
+        d_model,
+        heads * d_model,
+    )
     assert parameter_count(wide) == 4 * heads * d_model**2 + 3 * heads * d_model + d_model
     assert parameter_count(ab.MultiHeadAttention(d_model, heads)) == 4 * d_model**2 + 4 * d_model
     x = torch.randn(2, 5, d_model)
@@ -167,12 +170,40 @@ def test_split_heads_gives_head_i_a_contiguous_block_of_features():
 # Bad input
 
 CASES = [
-    ("heads do not divide d_model", lambda: ab.MultiHeadAttention(10, 3), r"d_model=10 is not divisible by num_heads=3"),
-    ("query with wrong feature size", lambda: ab.MultiHeadAttention(8, 2)(torch.randn(1, 3, 5), torch.randn(1, 3, 8), torch.randn(1, 3, 8)), r"query has 5 features .* expects d_model=8"),
-    ("unbatched input", lambda: ab.MultiHeadAttention(8, 2)(torch.randn(3, 8), torch.randn(3, 8), torch.randn(3, 8)), r"query must have 3 dimensions \(batch, tokens, d_model\).*\(3, 8\)"),
-    ("mask of wrong shape", lambda: ab.MultiHeadAttention(8, 2)(torch.randn(1, 3, 8), torch.randn(1, 4, 8), torch.randn(1, 4, 8), mask=torch.ones(3, 3, dtype=torch.bool)), r"mask of shape \(3, 3\) cannot be broadcast"),
-    ("fast-path mask of wrong dtype", lambda: ab.MultiHeadAttention(8, 2)(torch.randn(1, 3, 8), torch.randn(1, 3, 8), torch.randn(1, 3, 8), mask=torch.ones(3, 3), need_weights=False), r"mask must be a boolean tensor"),
-    ("from_torch of the wrong module", lambda: ab.MultiHeadAttention.from_torch(torch.nn.Linear(2, 2)), r"expected a torch.nn.MultiheadAttention, but a Linear"),
+    (
+        "heads do not divide d_model",
+        lambda: ab.MultiHeadAttention(10, 3),
+        r"d_model=10 is not divisible by num_heads=3",
+    ),
+    (
+        "query with wrong feature size",
+        lambda: ab.MultiHeadAttention(8, 2)(torch.randn(1, 3, 5), torch.randn(1, 3, 8), torch.randn(1, 3, 8)),
+        r"query has 5 features .* expects d_model=8",
+    ),
+    (
+        "unbatched input",
+        lambda: ab.MultiHeadAttention(8, 2)(torch.randn(3, 8), torch.randn(3, 8), torch.randn(3, 8)),
+        r"query must have 3 dimensions \(batch, tokens, d_model\).*\(3, 8\)",
+    ),
+    (
+        "mask of wrong shape",
+        lambda: ab.MultiHeadAttention(8, 2)(
+            torch.randn(1, 3, 8), torch.randn(1, 4, 8), torch.randn(1, 4, 8), mask=torch.ones(3, 3, dtype=torch.bool)
+        ),
+        r"mask of shape \(3, 3\) cannot be broadcast",
+    ),
+    (
+        "fast-path mask of wrong dtype",
+        lambda: ab.MultiHeadAttention(8, 2)(
+            torch.randn(1, 3, 8), torch.randn(1, 3, 8), torch.randn(1, 3, 8), mask=torch.ones(3, 3), need_weights=False
+        ),
+        r"mask must be a boolean tensor",
+    ),
+    (
+        "from_torch of the wrong module",
+        lambda: ab.MultiHeadAttention.from_torch(torch.nn.Linear(2, 2)),
+        r"expected a torch.nn.MultiheadAttention, but a Linear",
+    ),
 ]
 
 

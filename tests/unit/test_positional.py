@@ -35,9 +35,11 @@ def test_sinusoidal_offset_is_a_rotation_of_each_frequency_pair():
 
 def test_frequencies_fall_geometrically_from_one_to_almost_one_over_the_base():
     frequencies = sinusoidal_frequencies(8)
-    torch.testing.assert_close(frequencies, torch.tensor([1.0, 10000 ** -0.25, 10000 ** -0.5, 10000 ** -0.75], dtype=torch.float64))
+    torch.testing.assert_close(
+        frequencies, torch.tensor([1.0, 10000**-0.25, 10000**-0.5, 10000**-0.75], dtype=torch.float64)
+    )
     ratios = frequencies[1:] / frequencies[:-1]
-    torch.testing.assert_close(ratios, torch.full_like(ratios, 10000 ** -0.25))
+    torch.testing.assert_close(ratios, torch.full_like(ratios, 10000**-0.25))
     assert len(sinusoidal_frequencies(7)) == 4  # an odd width ends with a lone sine column
 
 
@@ -149,7 +151,9 @@ def test_a_model_without_positions_scores_exactly_half_on_twins_whatever_its_wei
     batch = {"tokens": task.tokens, "padding_mask": task.padding_mask, "label": task.labels}
     for seed in range(3):
         torch.manual_seed(seed)
-        model = ab.EncoderClassifier(len(task.vocab), 2, positional=None, d_model=16, num_heads=2, d_ff=32, num_layers=1).eval()
+        model = ab.EncoderClassifier(
+            len(task.vocab), 2, positional=None, d_model=16, num_heads=2, d_ff=32, num_layers=1
+        ).eval()
         with torch.no_grad():
             logits = model(task.tokens, task.padding_mask)
         torch.testing.assert_close(logits[0::2], logits[1::2], atol=1e-5, rtol=1e-5)  # twins look identical
@@ -161,8 +165,19 @@ def test_a_model_without_positions_scores_exactly_half_on_twins_whatever_its_wei
 def test_a_model_with_positions_learns_the_order_in_a_few_dozen_steps(one_thread):
     train, valid = ab.WordOrderTask(2000, seed=1), ab.WordOrderTask(400, seed=2)
     ab.set_seed(0)
-    model = ab.EncoderClassifier(len(train.vocab), 2, positional="sinusoidal", d_model=32, num_heads=2, d_ff=64, num_layers=1, max_len=8)
-    ab.fit(model, DataLoader(train, batch_size=64, shuffle=True), ab.classification_loss, epochs=3, lr=3e-3,
-           valid_loader=DataLoader(valid, batch_size=400), metric_fn=ab.classification_accuracy, target=0.97,
-           progress=False, device="cpu")
+    model = ab.EncoderClassifier(
+        len(train.vocab), 2, positional="sinusoidal", d_model=32, num_heads=2, d_ff=64, num_layers=1, max_len=8
+    )
+    ab.fit(
+        model,
+        DataLoader(train, batch_size=64, shuffle=True),
+        ab.classification_loss,
+        epochs=3,
+        lr=3e-3,
+        valid_loader=DataLoader(valid, batch_size=400),
+        metric_fn=ab.classification_accuracy,
+        target=0.97,
+        progress=False,
+        device="cpu",
+    )
     assert ab.evaluate(model, DataLoader(valid, batch_size=400), ab.classification_accuracy) >= 0.95

@@ -111,7 +111,11 @@ def test_sentence_pairs_use_the_second_token_type_like_bert(minilm, bert):
 def test_mean_pooled_sentence_embeddings_rank_similar_sentences_above_unrelated_ones(minilm):
     query = "The movie was wonderful and I loved the acting."
     similar = ["A great film with superb performances.", "I really enjoyed this movie; the cast is excellent."]
-    unrelated = ["The train to Boston leaves at noon.", "Add two cups of flour and stir the batter.", "Interest rates rose again."]
+    unrelated = [
+        "The train to Boston leaves at noon.",
+        "Add two cups of flour and stir the batter.",
+        "Interest rates rose again.",
+    ]
     vectors = minilm.embed([query, *similar, *unrelated])
     similarity = F.cosine_similarity(vectors[:1], vectors[1:])  # (5,)
     assert similarity[: len(similar)].min() > similarity[len(similar) :].max() + 0.2
@@ -225,7 +229,9 @@ def test_the_checkpoint_has_no_masked_language_model_head():
 
 
 def test_a_checkpoint_that_does_not_fit_is_refused_naming_the_parameter():
-    encoder = ab.Encoder(100, d_model=8, num_heads=2, d_ff=16, num_layers=1, positional="learned", num_token_types=2, embedding_norm=True)
+    encoder = ab.Encoder(
+        100, d_model=8, num_heads=2, d_ff=16, num_layers=1, positional="learned", num_token_types=2, embedding_norm=True
+    )
     # A checkpoint with BERT's names for every parameter of the encoder (layer 0 only).
     checkpoint = {pretrained._checkpoint_name(name): p.detach().clone() for name, p in encoder.named_parameters()}
     assert "encoder.layer.0.attention.self.query.weight" in checkpoint
@@ -290,7 +296,6 @@ def test_the_names_that_moved_out_are_still_importable_from_pretrained():
         assert name in pretrained.__all__
 
 
-
 # ---------------------------------------------------------------------------------
 # The stored reference (what chapter 7 shows without transformers)
 
@@ -323,7 +328,11 @@ def test_a_changed_stored_file_is_refused_naming_both_hashes(monkeypatch, tmp_pa
     monkeypatch.setattr(_files, "STORED_FOLDER", tmp_path)
     with pytest.raises(ChecksumError) as error:
         pretrained.load_reference_states()
-    recorded = next(line.split()[0] for line in (tmp_path / "SHA256SUMS").read_text().splitlines() if line.endswith(pretrained.REFERENCE_FILE))
+    recorded = next(
+        line.split()[0]
+        for line in (tmp_path / "SHA256SUMS").read_text().splitlines()
+        if line.endswith(pretrained.REFERENCE_FILE)
+    )
     assert recorded in str(error.value) and _files.file_sha256(tmp_path / pretrained.REFERENCE_FILE) in str(error.value)
 
 

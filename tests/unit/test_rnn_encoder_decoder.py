@@ -71,7 +71,9 @@ def test_bad_input_is_named():
 
 def test_attention_learns_to_copy_longer_sequences_than_the_fixed_vector():
     """A short version of chapter 1's experiment (one seed, 150 steps): at 12 symbols attention wins."""
-    batches = [SequenceTask("copy", 64, 2 + step % 11, 2 + step % 11, num_symbols=8, seed=step)[:] for step in range(150)]
+    batches = [
+        SequenceTask("copy", 64, 2 + step % 11, 2 + step % 11, num_symbols=8, seed=step)[:] for step in range(150)
+    ]
     test = [SequenceTask("copy", 300, 12, 12, num_symbols=8, seed=10_000)[:]]
     accuracy = {}
     for attention in (False, True):

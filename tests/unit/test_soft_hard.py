@@ -63,8 +63,10 @@ def test_sparsemax_is_the_threshold_projection_onto_the_simplex(scores):
 @given(st.lists(st.floats(-5, 5, allow_nan=False, width=32), min_size=2, max_size=12))
 def test_sparsemax_is_closer_to_the_scores_than_softmax_and_hardmax(scores):
     scores = torch.tensor(scores, dtype=torch.float64)
-    distance = {name: (fn(scores) - scores).norm().item() for name, fn in
-                [("sparsemax", ab.sparsemax), ("softmax", ab.softmax), ("hardmax", ab.hardmax)]}
+    distance = {
+        name: (fn(scores) - scores).norm().item()
+        for name, fn in [("sparsemax", ab.sparsemax), ("softmax", ab.softmax), ("hardmax", ab.hardmax)]
+    }
     assert distance["sparsemax"] <= distance["softmax"] + 1e-9
     assert distance["sparsemax"] <= distance["hardmax"] + 1e-9
 
@@ -133,7 +135,9 @@ def test_top_k_with_k_1_is_hardmax_and_with_k_n_is_softmax_even_with_ties():
     torch.testing.assert_close(ab.top_k_weights(tied, 1), ab.hardmax(tied))
     torch.testing.assert_close(ab.top_k_weights(tied, 4), ab.softmax(tied))
     weights = ab.top_k_weights(SCORES, 2)
-    torch.testing.assert_close(weights, torch.tensor([0.0, 1 / (1 + math.exp(-0.4)), 1 / (1 + math.exp(0.4)), 0.0, 0.0]))
+    torch.testing.assert_close(
+        weights, torch.tensor([0.0, 1 / (1 + math.exp(-0.4)), 1 / (1 + math.exp(0.4)), 0.0, 0.0])
+    )
 
 
 def test_top_k_gradient_reaches_only_the_kept_scores():

@@ -17,8 +17,12 @@ def stored_folder(tmp_path, monkeypatch):
     """An empty stored/ folder in place of the package's, where toy_seeds.safetensors is registered."""
     monkeypatch.setattr(_files, "STORED_FOLDER", tmp_path)
     monkeypatch.setattr(stored_runs, "STORED_FOLDER", tmp_path)
-    toy = StoredFile("toy_seeds.safetensors", writer="src/attention_book/training/stored_runs.py",
-                     command="make seeds", rerun_when="never: a test's file")
+    toy = StoredFile(
+        "toy_seeds.safetensors",
+        writer="src/attention_book/training/stored_runs.py",
+        command="make seeds",
+        rerun_when="never: a test's file",
+    )
     monkeypatch.setitem(_files.STORED_FILES, toy.name, toy)
     return tmp_path
 
@@ -27,6 +31,7 @@ def build(seed):
     def make():
         torch.manual_seed(seed)
         return nn.Linear(3, 2)
+
     return make
 
 
@@ -36,6 +41,7 @@ def train(calls, steps=7, shift=1.0, accuracy=None):
         with torch.no_grad():
             model.weight.add_(shift)
         return {"steps": steps} if accuracy is None else {"steps": steps, "validation": accuracy}
+
     return step
 
 
@@ -93,10 +99,13 @@ def test_another_machine_s_weights_with_the_same_outcome_pass(stored_folder, mon
     assert "within the spread of the seeds" in report
 
 
-@pytest.mark.parametrize("steps, accuracy, named", [
-    (700, 0.995, "steps 700 here, outside 220 to 640"),      # band: 360-500 widened by 140 each way
-    (480, 0.97, "validation 97.0% here, outside 98.9% to 100.4%"),
-])
+@pytest.mark.parametrize(
+    "steps, accuracy, named",
+    [
+        (700, 0.995, "steps 700 here, outside 220 to 640"),  # band: 360-500 widened by 140 each way
+        (480, 0.97, "validation 97.0% here, outside 98.9% to 100.4%"),
+    ],
+)
 def test_a_changed_recipe_is_caught_by_its_outcome(stored_folder, monkeypatch, steps, accuracy, named):
     store_seeds(monkeypatch, [(500, 0.995), (420, 0.994), (360, 0.999)])
     runs = ab.StoredRuns("toy")
@@ -152,10 +161,13 @@ def test_a_missing_run_and_a_changed_file_are_named(stored_folder, monkeypatch):
         ab.StoredRuns("toy")
 
 
-@pytest.mark.parametrize("chapter, names", [
-    ("chapter04", ["one head", "two heads"]),
-    ("chapter06", ["language model", "no causal mask", "review classifier", "sorting"]),
-])
+@pytest.mark.parametrize(
+    "chapter, names",
+    [
+        ("chapter04", ["one head", "two heads"]),
+        ("chapter06", ["language model", "no causal mask", "review classifier", "sorting"]),
+    ],
+)
 def test_the_package_ships_every_seed_of_chapters_4_and_6(chapter, names, monkeypatch):
     monkeypatch.delenv(ab.training.SEEDS_VARIABLE, raising=False)
     runs = ab.StoredRuns(chapter)

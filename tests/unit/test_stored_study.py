@@ -14,14 +14,21 @@ from __future__ import annotations
 import dataclasses
 
 from attention_book.training.transfer import (
-    FULL_STUDY, STUDY_COMMAND, load_study, prepare_study, run_study, study_fingerprint, study_subset,
+    FULL_STUDY,
+    STUDY_COMMAND,
+    load_study,
+    prepare_study,
+    run_study,
+    study_fingerprint,
+    study_subset,
 )  # fmt: skip
 
 
 def test_the_stored_plan_is_full_study():
     stored = load_study()
     assert stored["plan"] == FULL_STUDY.as_dict(), (
-        f"stored/transfer_study.json was made with another plan than FULL_STUDY: run `{STUDY_COMMAND}` again")
+        f"stored/transfer_study.json was made with another plan than FULL_STUDY: run `{STUDY_COMMAND}` again"
+    )
     assert stored["command"] == STUDY_COMMAND
 
 
@@ -31,7 +38,8 @@ def test_the_stored_study_was_made_by_today_s_study_functions():
     assert stored["sha256"] == today["sha256"], (
         "the study's functions changed since stored/transfer_study.json was made"
         + (f" (names reached now or then only: {changed})" if changed else "")
-        + f": run `{STUDY_COMMAND}` (hours) or undo the change")
+        + f": run `{STUDY_COMMAND}` (hours) or undo the change"
+    )
 
 
 def test_the_fingerprint_sees_a_change_to_a_function_the_study_calls(monkeypatch):
@@ -43,14 +51,21 @@ def test_the_fingerprint_sees_a_change_to_a_function_the_study_calls(monkeypatch
     before = study_fingerprint()["sha256"]
     source = inspect.getsource(transfer)
     assert '"""The label counts ``arm`` is run at."""' in source  # StudyPlan.sizes_of, which the study reaches
-    seeding = "torch.manual_seed(seed)\n    features = features.detach().float()"   # in train_linear_probe
+    seeding = "torch.manual_seed(seed)\n    features = features.detach().float()"  # in train_linear_probe
     assert source.count(seeding) == 1
-    monkeypatch.setattr(inspect, "getsource", lambda module: source.replace(
-        seeding, "torch.manual_seed(seed + 1)\n    features = features.detach().float()"))
+    monkeypatch.setattr(
+        inspect,
+        "getsource",
+        lambda module: source.replace(seeding, "torch.manual_seed(seed + 1)\n    features = features.detach().float()"),
+    )
     assert study_fingerprint()["sha256"] != before
-    monkeypatch.setattr(inspect, "getsource", lambda module: source.replace(
-        '"""Logistic regression on frozen features', '"""A reworded docstring; logistic regression').replace(
-        '"""The label counts ``arm`` is run at."""', '"""A method\'s docstring, reworded."""'))
+    monkeypatch.setattr(
+        inspect,
+        "getsource",
+        lambda module: source.replace(
+            '"""Logistic regression on frozen features', '"""A reworded docstring; logistic regression'
+        ).replace('"""The label counts ``arm`` is run at."""', '"""A method\'s docstring, reworded."""'),
+    )
     assert study_fingerprint()["sha256"] == before, "docstrings are not part of the fingerprint"
 
 
@@ -63,16 +78,23 @@ def test_a_live_re_run_of_one_cell_of_the_grid_lands_among_the_stored_repeats(mi
     # Repeat 0's 100 training reviews (the full probe is trained on all of them at once, so their order does not matter)
     rows = study_subset(100, 0, len(reviews.train.labels))
     texts = [reviews.train.texts[int(i)] for i in rows]
-    splits = {"train": (texts, reviews.train.labels[rows]), "validation": (reviews.validation.texts, reviews.validation.labels)}
-    plan = dataclasses.replace(FULL_STUDY, sizes=(100,), repeats=1, arms=("frozen",),
-                               probe_weight_decays=(stored["chosen"][0],))  # the penalty validation chose for the stored run
+    splits = {
+        "train": (texts, reviews.train.labels[rows]),
+        "validation": (reviews.validation.texts, reviews.validation.labels),
+    }
+    plan = dataclasses.replace(
+        FULL_STUDY, sizes=(100,), repeats=1, arms=("frozen",), probe_weight_decays=(stored["chosen"][0],)
+    )  # the penalty validation chose for the stored run
     data = prepare_study(minilm, vocabulary, splits, max_tokens=plan.max_tokens, split_layer=plan.split_layer)
     live = run_study(minilm, data, plan, progress=False)["arms"]["frozen"]["100"]["validation"][0]
     low, high = min(stored["validation"]), max(stored["validation"])
     spread = high - low
-    print(f"frozen, 100 labels, repeat 0: validation {live:.2%} here, {stored['validation'][0]:.2%} stored; "
-          f"the stored repeats span {low:.2%} to {high:.2%}")
+    print(
+        f"frozen, 100 labels, repeat 0: validation {live:.2%} here, {stored['validation'][0]:.2%} stored; "
+        f"the stored repeats span {low:.2%} to {high:.2%}"
+    )
     assert abs(live - stored["validation"][0]) <= spread, (
         f"the live re-run of repeat 0 ({live:.2%}) is {abs(live - stored['validation'][0]):.2%} from the stored one "
         f"({stored['validation'][0]:.2%}), more than the stored repeats differ from each other ({spread:.2%}): "
-        f"the study's code or data changed; run `{STUDY_COMMAND}` again")
+        f"the study's code or data changed; run `{STUDY_COMMAND}` again"
+    )

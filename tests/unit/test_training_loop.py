@@ -13,7 +13,10 @@ from attention_book.training.loop import History, evaluate, move_batch, set_seed
 
 def _data(steps=10, batch=4, seed=0):
     generator = torch.Generator().manual_seed(seed)
-    return [{"x": torch.randn(batch, 3, generator=generator), "y": torch.randn(batch, 1, generator=generator)} for _ in range(steps)]
+    return [
+        {"x": torch.randn(batch, 3, generator=generator), "y": torch.randn(batch, 1, generator=generator)}
+        for _ in range(steps)
+    ]
 
 
 def _mse(model, batch):
@@ -44,7 +47,9 @@ def test_without_a_schedule_the_rate_is_constant_and_max_steps_bounds_the_schedu
     assert rates == pytest.approx([0.1, 0.075, 0.05, 0.025])
 
 
-@pytest.mark.parametrize("options, pattern", [(dict(schedule="cosine"), "schedule"), (dict(warmup_fraction=1.0), "warmup_fraction")])
+@pytest.mark.parametrize(
+    "options, pattern", [(dict(schedule="cosine"), "schedule"), (dict(warmup_fraction=1.0), "warmup_fraction")]
+)
 def test_fit_rejects_a_bad_schedule(options, pattern):
     with pytest.raises(ValueError, match=pattern):
         _tiny_fit(**options)
@@ -75,15 +80,23 @@ class _TwoParts(nn.Module):
 def _grouped(body_lr=1e-4, head_lr=1e-2):
     torch.manual_seed(0)
     model = _TwoParts()
-    optimizer = torch.optim.SGD([{"params": model.body.parameters(), "lr": body_lr}, {"params": model.head.parameters(), "lr": head_lr}])
+    optimizer = torch.optim.SGD(
+        [{"params": model.body.parameters(), "lr": body_lr}, {"params": model.head.parameters(), "lr": head_lr}]
+    )
     return model, optimizer
 
 
 def test_a_given_optimizer_keeps_the_rate_of_each_parameter_group():
     model, optimizer = _grouped()
     seen = []
-    history = ab.fit(model, _data(), _mse, optimizer=optimizer, progress=False,
-                     on_step=lambda step, batch, loss: seen.append([group["lr"] for group in optimizer.param_groups]))
+    history = ab.fit(
+        model,
+        _data(),
+        _mse,
+        optimizer=optimizer,
+        progress=False,
+        on_step=lambda step, batch, loss: seen.append([group["lr"] for group in optimizer.param_groups]),
+    )
     assert seen == [[1e-4, 1e-2]] * 10
     assert history.learning_rate == [1e-4] * 10  # the first group's rate
 
@@ -103,8 +116,17 @@ def test_a_given_optimizers_rates_are_what_its_steps_use():
 def test_a_linear_schedule_scales_every_group_by_the_same_factor():
     model, optimizer = _grouped(body_lr=1e-4, head_lr=1e-2)
     seen = []
-    history = ab.fit(model, _data(), _mse, epochs=2, optimizer=optimizer, schedule="linear", warmup_fraction=0.1,
-                     progress=False, on_step=lambda step, batch, loss: seen.append([g["lr"] for g in optimizer.param_groups]))
+    history = ab.fit(
+        model,
+        _data(),
+        _mse,
+        epochs=2,
+        optimizer=optimizer,
+        schedule="linear",
+        warmup_fraction=0.1,
+        progress=False,
+        on_step=lambda step, batch, loss: seen.append([g["lr"] for g in optimizer.param_groups]),
+    )
     factors = [0.5, 1.0] + [(20 - step) / 18 for step in range(2, 20)]  # 20 planned steps, 2 of warm-up
     assert [body for body, _ in seen] == pytest.approx([1e-4 * f for f in factors])
     assert [head for _, head in seen] == pytest.approx([1e-2 * f for f in factors])
@@ -124,7 +146,9 @@ def test_giving_both_an_optimizer_and_fits_own_settings_is_an_error(options):
 
 def test_on_step_is_called_once_per_step_with_increasing_step_numbers_and_the_loss():
     calls = []
-    history = _tiny_fit(epochs=3, max_steps=25, on_step=lambda step, batch, loss: calls.append((step, set(batch), loss)))
+    history = _tiny_fit(
+        epochs=3, max_steps=25, on_step=lambda step, batch, loss: calls.append((step, set(batch), loss))
+    )
     assert history.steps == 25
     assert [step for step, _, _ in calls] == list(range(1, 26))
     assert all(keys == {"x", "y"} for _, keys, _ in calls)
@@ -144,8 +168,13 @@ def test_history_counts_examples_and_the_real_tokens_of_padded_batches():
     batches = []
     for row_lengths in lengths:
         padding_mask = torch.arange(5)[None, :] < torch.tensor(row_lengths)[:, None]
-        batches.append({"tokens": torch.where(padding_mask, 3, 0), "padding_mask": padding_mask,
-                        "label": torch.zeros(len(row_lengths), dtype=torch.long)})
+        batches.append(
+            {
+                "tokens": torch.where(padding_mask, 3, 0),
+                "padding_mask": padding_mask,
+                "label": torch.zeros(len(row_lengths), dtype=torch.long),
+            }
+        )
     history = ab.fit(Classifier(), batches, ab.classification_loss, epochs=2, progress=False)
     assert history.steps == 6
     assert history.examples_seen == 2 * (3 + 3 + 2)
@@ -158,7 +187,7 @@ def test_history_records_loss_validation_and_time_and_fit_leaves_the_model_in_ev
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 1), nn.Dropout(0.1))
     data = _data()
-    metric = lambda model, batch: (int((model(batch["x"]) > 0).sum()), len(batch["x"]))  # noqa: E731
+    metric = lambda model, batch: (int((model(batch["x"]) > 0).sum()), len(batch["x"]))
     history = ab.fit(model, data, _mse, epochs=3, valid_loader=data[:2], metric_fn=metric, progress=False)
     assert isinstance(history, History) and history.steps == 30 and len(history.step_loss) == 30
     assert history.epoch == [1, 2, 3] and len(history.valid_metric) == 3 and history.seconds > 0
@@ -170,15 +199,19 @@ def test_history_records_loss_validation_and_time_and_fit_leaves_the_model_in_ev
 
 
 def test_a_validation_target_stops_training_early():
-    metric = lambda model, batch: (1, 1)  # noqa: E731  (always right)
+    metric = lambda model, batch: (1, 1)
     history = _tiny_fit(epochs=5, valid_loader=_data(1), metric_fn=metric, target=0.9)
     assert history.epoch == [1] and history.steps == 10
 
 
 @pytest.mark.parametrize(
     "options, pattern",
-    [(dict(epochs=0), "epochs"), (dict(max_steps=0), "max_steps"), (dict(target=0.5), "valid_loader and metric_fn"),
-     (dict(valid_loader=[{}]), "valid_loader and metric_fn")],
+    [
+        (dict(epochs=0), "epochs"),
+        (dict(max_steps=0), "max_steps"),
+        (dict(target=0.5), "valid_loader and metric_fn"),
+        (dict(valid_loader=[{}]), "valid_loader and metric_fn"),
+    ],
 )
 def test_fit_rejects_bad_arguments(options, pattern):
     with pytest.raises(ValueError, match=pattern):
@@ -197,7 +230,10 @@ def test_evaluate_adds_up_correct_and_total_over_the_loader_in_evaluation_mode()
         modes.append(model.training)
         return int(batch["right"]), int(batch["count"])
 
-    loader = [{"right": torch.tensor(3), "count": torch.tensor(4)}, {"right": torch.tensor(1), "count": torch.tensor(6)}]
+    loader = [
+        {"right": torch.tensor(3), "count": torch.tensor(4)},
+        {"right": torch.tensor(1), "count": torch.tensor(6)},
+    ]
     assert evaluate(model, loader, metric) == pytest.approx(0.4)
     assert modes == [False, False] and model.training  # evaluated in eval mode, then restored
     with pytest.raises(ValueError, match="no examples"):
@@ -219,14 +255,23 @@ def test_set_seed_repeats_python_numpy_and_torch():
 
 def test_history_keeps_each_steps_gradient_norm_before_clipping_and_clipping_caps_the_step():
     """fit clips the norm of all gradients together to clip_norm, and records the norm it found."""
-    data = [{"x": 100 * torch.randn(4, 3, generator=torch.Generator().manual_seed(s)), "y": torch.zeros(4, 1)} for s in range(3)]
+    data = [
+        {"x": 100 * torch.randn(4, 3, generator=torch.Generator().manual_seed(s)), "y": torch.zeros(4, 1)}
+        for s in range(3)
+    ]
     found = []
     for clip_norm in (1.0, None):
         torch.manual_seed(0)
         model = nn.Linear(3, 1)
         start = torch.cat([p.detach().flatten() for p in model.parameters()])
-        history = ab.fit(model, data[:1], _mse, clip_norm=clip_norm, progress=False,
-                         optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+        history = ab.fit(
+            model,
+            data[:1],
+            _mse,
+            clip_norm=clip_norm,
+            progress=False,
+            optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        )
         moved = torch.cat([p.detach().flatten() for p in model.parameters()]) - start
         found.append((history.gradient_norm, moved.norm().item()))
     (clipped_norms, clipped_move), (free_norms, free_move) = found

@@ -55,15 +55,19 @@ def test_classification_on_padded_batches_does_not_depend_on_the_padding():
     torch.manual_seed(0)
     model = ab.EncoderClassifier(12, 2, d_model=16, num_heads=2, d_ff=32, num_layers=1).eval()
     short = {"tokens": torch.tensor([[5, 6, 7]]), "label": torch.tensor([1])}
-    padded = {"tokens": torch.tensor([[5, 6, 7, 0, 0]]), "padding_mask": torch.tensor([[True] * 3 + [False] * 2]),
-              "label": torch.tensor([1])}
+    padded = {
+        "tokens": torch.tensor([[5, 6, 7, 0, 0]]),
+        "padding_mask": torch.tensor([[True] * 3 + [False] * 2]),
+        "label": torch.tensor([1]),
+    }
     torch.testing.assert_close(ab.classification_loss(model, padded), ab.classification_loss(model, short))
 
 
 def _two_relation_model(task, heads=2):
     torch.manual_seed(0)
-    return ab.TokenClassifier(len(task.vocabulary), task.num_classes, d_model=32, num_heads=heads, d_ff=64, num_layers=1,
-                              max_len=task.length)
+    return ab.TokenClassifier(
+        len(task.vocabulary), task.num_classes, d_model=32, num_heads=heads, d_ff=64, num_layers=1, max_len=task.length
+    )
 
 
 def test_token_loss_and_accuracy_skip_the_unlabelled_first_position():
@@ -113,7 +117,11 @@ def test_masked_token_loss_asks_the_model_only_for_the_chosen_positions():
             return torch.zeros(int(chosen.sum()), 5, requires_grad=True)
 
     targets = torch.tensor([[ab.IGNORE, 3, ab.IGNORE], [4, ab.IGNORE, ab.IGNORE]])
-    batch = {"tokens": torch.ones(2, 3, dtype=torch.long), "padding_mask": torch.ones(2, 3, dtype=torch.bool), "targets": targets}
+    batch = {
+        "tokens": torch.ones(2, 3, dtype=torch.long),
+        "padding_mask": torch.ones(2, 3, dtype=torch.bool),
+        "targets": targets,
+    }
     loss = ab.masked_token_loss(Spy(), batch)
     assert torch.equal(calls[0], targets != ab.IGNORE)
     torch.testing.assert_close(loss, torch.tensor(5.0).log())  # uniform over 5 classes
@@ -126,7 +134,9 @@ def test_masked_token_loss_asks_the_model_only_for_the_chosen_positions():
 def test_seq2seq_loss_is_teacher_forced_cross_entropy_that_skips_padding():
     task = ab.SequenceTask("reverse", 8, min_len=2, max_len=5, seed=0)
     torch.manual_seed(0)
-    model = ab.EncoderDecoder(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8).eval()
+    model = ab.EncoderDecoder(
+        len(task.vocab), len(task.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8
+    ).eval()
     batch = next(iter(DataLoader(task, batch_size=8)))
     logits = model(batch["source"], batch["target_in"], batch["source_padding"], batch["target_padding"])
     real = batch["target_out"] != ab.PAD
@@ -173,7 +183,9 @@ def test_the_forced_exact_match_counts_the_sequences_greedy_decoding_gets_right(
     train = DataLoader(ab.SequenceTask("sort", 1280, seed=4, **options), batch_size=64)
     for seed in (0, 1):  # briefly trained models: some sequences right, many wrong
         torch.manual_seed(seed)
-        model = ab.EncoderDecoder(len(task.vocab), len(task.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8)
+        model = ab.EncoderDecoder(
+            len(task.vocab), len(task.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=8
+        )
         ab.fit(model, train, ab.seq2seq_loss, max_steps=20, lr=1e-2, progress=False)
         greedy = ab.seq2seq_exact_match(model, batch)
         assert 30 <= greedy[0] <= 270  # neither all right nor all wrong, so the comparison can fail

@@ -229,8 +229,16 @@ from attention_book.training.transfer import (  # noqa: E402
 )
 
 TINY_PLAN = StudyPlan(
-    sizes=(16, 48), repeats=2, small_steps={16: 4, 48: 6}, fine_tune_steps={16: 2, 48: 4}, mlm_steps=3,
-    checkpoints=2, fine_tune_checkpoints=2, probe_steps=30, probe_weight_decays=(1e-4, 1e-1), batch_size=8,
+    sizes=(16, 48),
+    repeats=2,
+    small_steps={16: 4, 48: 6},
+    fine_tune_steps={16: 2, 48: 4},
+    mlm_steps=3,
+    checkpoints=2,
+    fine_tune_checkpoints=2,
+    probe_steps=30,
+    probe_weight_decays=(1e-4, 1e-1),
+    batch_size=8,
 )
 
 
@@ -241,9 +249,11 @@ def tiny_study(minilm):
     test_texts, test_labels = _sentiment_texts(24, seed=12)
     vocabulary = build_vocabulary(minilm, texts + valid_texts)
     data = prepare_study(
-        minilm, vocabulary,
+        minilm,
+        vocabulary,
         {"train": (texts, labels), "validation": (valid_texts, valid_labels), "test": (test_texts, test_labels)},
-        max_tokens=16, split_layer=5,
+        max_tokens=16,
+        split_layer=5,
     )
     return data, run_study(minilm, data, TINY_PLAN, progress=False)
 
@@ -277,8 +287,9 @@ def test_the_study_records_every_repeat_of_every_arm_on_validation_and_test(tiny
 
 def test_the_test_split_never_influences_a_choice(minilm, tiny_study):
     data, results = tiny_study
-    flipped = transfer.StudyData(data.vocabulary, data.texts, {**data.labels, "test": 1 - data.labels["test"]},
-                                 data.tokens, data.features)
+    flipped = transfer.StudyData(
+        data.vocabulary, data.texts, {**data.labels, "test": 1 - data.labels["test"]}, data.tokens, data.features
+    )
     again = run_study(minilm, flipped, TINY_PLAN, progress=False)
     for arm in TINY_PLAN.arms:
         for n in ("16", "48"):
@@ -290,8 +301,11 @@ def test_the_test_split_never_influences_a_choice(minilm, tiny_study):
 def test_without_a_test_split_only_validation_is_scored(minilm, tiny_study):
     data, _ = tiny_study
     no_test = transfer.StudyData(
-        data.vocabulary, {k: v for k, v in data.texts.items() if k != "test"}, {k: v for k, v in data.labels.items() if k != "test"},
-        {k: v for k, v in data.tokens.items() if k != "test"}, {k: v for k, v in data.features.items() if k != "test"},
+        data.vocabulary,
+        {k: v for k, v in data.texts.items() if k != "test"},
+        {k: v for k, v in data.labels.items() if k != "test"},
+        {k: v for k, v in data.tokens.items() if k != "test"},
+        {k: v for k, v in data.features.items() if k != "test"},
     )
     plan = StudyPlan(sizes=(16,), repeats=2, arms=("frozen",), probe_steps=20, probe_weight_decays=(1e-3,))
     results = run_study(minilm, no_test, plan, progress=False)
@@ -301,12 +315,20 @@ def test_without_a_test_split_only_validation_is_scored(minilm, tiny_study):
 
 def test_intervals_are_students_t_over_the_repeats_and_differences_are_paired():
     mean, low, high = mean_interval([1, 2, 3, 4, 5])
-    assert mean == 3 and high - mean == pytest.approx(2.776 * (2.5**0.5) / 5**0.5, rel=1e-3) and mean - low == pytest.approx(high - mean)
+    assert (
+        mean == 3
+        and high - mean == pytest.approx(2.776 * (2.5**0.5) / 5**0.5, rel=1e-3)
+        and mean - low == pytest.approx(high - mean)
+    )
     with pytest.raises(ValueError, match="at least 2"):
         mean_interval([0.7])
     results = {"arms": {"a": {"10": {"test": [0.7, 0.8, 0.9]}}, "b": {"10": {"test": [0.6, 0.7, 0.8]}}}}
     difference = paired_difference(results, "a", "b", 10)
-    assert difference[0] == pytest.approx(0.1) and difference[1] == pytest.approx(0.1) and difference[2] == pytest.approx(0.1)
+    assert (
+        difference[0] == pytest.approx(0.1)
+        and difference[1] == pytest.approx(0.1)
+        and difference[2] == pytest.approx(0.1)
+    )
 
 
 def test_a_plan_refuses_unknown_arms_and_missing_step_budgets():

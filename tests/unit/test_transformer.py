@@ -146,8 +146,12 @@ def test_generate_appends_tokens_greedily_and_reads_at_most_max_len():
 
 @pytest.mark.parametrize(
     "arguments, pattern",
-    [((torch.tensor([3, 4]), 2), "dimensions"), ((torch.zeros(1, 0, dtype=torch.long), 2), "at least one token"),
-     ((torch.tensor([[3]]), -1), "num_tokens"), ((torch.tensor([[3]]), 2, 0.0), "temperature")],
+    [
+        ((torch.tensor([3, 4]), 2), "dimensions"),
+        ((torch.zeros(1, 0, dtype=torch.long), 2), "at least one token"),
+        ((torch.tensor([[3]]), -1), "num_tokens"),
+        ((torch.tensor([[3]]), 2, 0.0), "temperature"),
+    ],
 )
 def test_generate_rejects_bad_arguments(arguments, pattern):
     with pytest.raises(ValueError, match=pattern):
@@ -166,7 +170,9 @@ def test_encoder_decoder_learns_reversal_on_held_out_sequences(one_thread):
     seen = {tuple(row.tolist()) for row in train.source}
     unseen = [i for i, row in enumerate(held_out.source) if tuple(row.tolist()) not in seen]
     assert len(unseen) > 300  # most held-out sequences never occur in training; we score only those
-    model = ab.EncoderDecoder(len(train.vocab), len(train.vocab), d_model=48, num_heads=2, d_ff=96, num_layers=1, max_len=8)
+    model = ab.EncoderDecoder(
+        len(train.vocab), len(train.vocab), d_model=48, num_heads=2, d_ff=96, num_layers=1, max_len=8
+    )
     history = ab.fit(
         model,
         DataLoader(train, batch_size=64, shuffle=True),
@@ -190,8 +196,18 @@ def test_reversal_cross_attention_is_anti_diagonal(one_thread):
     ab.set_seed(0)
     options = dict(min_len=6, max_len=6, num_symbols=8)
     train = ab.SequenceTask("reverse", 3000, seed=1, **options)
-    model = ab.EncoderDecoder(len(train.vocab), len(train.vocab), d_model=48, num_heads=2, d_ff=96, num_layers=1, max_len=8)
-    ab.fit(model, DataLoader(train, batch_size=64, shuffle=True), ab.seq2seq_loss, epochs=5, lr=5e-3, schedule="linear", progress=False)
+    model = ab.EncoderDecoder(
+        len(train.vocab), len(train.vocab), d_model=48, num_heads=2, d_ff=96, num_layers=1, max_len=8
+    )
+    ab.fit(
+        model,
+        DataLoader(train, batch_size=64, shuffle=True),
+        ab.seq2seq_loss,
+        epochs=5,
+        lr=5e-3,
+        schedule="linear",
+        progress=False,
+    )
     example = ab.SequenceTask("reverse", 1, seed=3, **options)[0]
     with torch.no_grad():
         model(example["source"][None], example["target_in"][None, :6])
@@ -203,8 +219,9 @@ def test_a_short_training_run_of_the_two_relation_model_learns_the_content_relat
     """Chapter 4: one encoder layer with two heads and a prediction per token (a TokenClassifier)."""
     train, held_out = ab.TwoRelationTask(1000, seed=1), ab.TwoRelationTask(200, seed=2)
     ab.set_seed(0)
-    model = ab.TokenClassifier(len(train.vocabulary), train.num_classes, d_model=32, num_heads=2, d_ff=64, num_layers=1,
-                               max_len=train.length)
+    model = ab.TokenClassifier(
+        len(train.vocabulary), train.num_classes, d_model=32, num_heads=2, d_ff=64, num_layers=1, max_len=train.length
+    )
     before = relation_accuracy(model, held_out)["partner's digit"]
     loader = DataLoader(train, batch_size=64, shuffle=True)
     ab.fit(model, loader, ab.token_loss, epochs=4, lr=5e-3, progress=False, device="cpu")
@@ -216,14 +233,42 @@ def test_a_short_training_run_of_the_two_relation_model_learns_the_content_relat
 # Bad input
 
 CASES = [
-    ("token id outside the vocabulary", lambda: ab.Encoder(10, 8, 2, 16, 1)(torch.tensor([[1, 12]])), r"token ids must lie in \[0, 10\).*12"),
+    (
+        "token id outside the vocabulary",
+        lambda: ab.Encoder(10, 8, 2, 16, 1)(torch.tensor([[1, 12]])),
+        r"token ids must lie in \[0, 10\).*12",
+    ),
     ("float token ids", lambda: ab.Encoder(10, 8, 2, 16, 1)(torch.randn(1, 3)), r"tokens must be integer ids"),
-    ("sequence longer than max_len", lambda: ab.Encoder(10, 8, 2, 16, 1, max_len=3)(torch.ones(1, 4, dtype=torch.long)), r"4 tokens .* max_len=3"),
-    ("encoder layer with indivisible heads", lambda: ab.EncoderLayer(10, 4, 16), r"d_model=10 is not divisible by num_heads=4"),
-    ("unknown activation", lambda: ab.FeedForward(8, 16, activation="relu6"), r"activation must be one of \['gelu', 'relu'\].*relu6"),
-    ("unknown positional encoding", lambda: ab.Encoder(10, 8, 2, 16, 1, positional="rotary"), r"positional must be .*'rotary'"),
-    ("unknown pooling", lambda: ab.EncoderClassifier(10, 2, pooling="max"), r"pooling must be 'mean' or 'first'.*'max'"),
-    ("encoder layer from the wrong module", lambda: ab.EncoderLayer.from_torch(nn.Linear(2, 2)), r"expected a torch.nn.TransformerEncoderLayer, but a Linear"),
+    (
+        "sequence longer than max_len",
+        lambda: ab.Encoder(10, 8, 2, 16, 1, max_len=3)(torch.ones(1, 4, dtype=torch.long)),
+        r"4 tokens .* max_len=3",
+    ),
+    (
+        "encoder layer with indivisible heads",
+        lambda: ab.EncoderLayer(10, 4, 16),
+        r"d_model=10 is not divisible by num_heads=4",
+    ),
+    (
+        "unknown activation",
+        lambda: ab.FeedForward(8, 16, activation="relu6"),
+        r"activation must be one of \['gelu', 'relu'\].*relu6",
+    ),
+    (
+        "unknown positional encoding",
+        lambda: ab.Encoder(10, 8, 2, 16, 1, positional="rotary"),
+        r"positional must be .*'rotary'",
+    ),
+    (
+        "unknown pooling",
+        lambda: ab.EncoderClassifier(10, 2, pooling="max"),
+        r"pooling must be 'mean' or 'first'.*'max'",
+    ),
+    (
+        "encoder layer from the wrong module",
+        lambda: ab.EncoderLayer.from_torch(nn.Linear(2, 2)),
+        r"expected a torch.nn.TransformerEncoderLayer, but a Linear",
+    ),
 ]
 
 

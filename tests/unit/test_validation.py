@@ -32,7 +32,9 @@ def test_describe_shape_writes_a_shape_as_the_messages_do():
 # require_count
 
 
-@pytest.mark.parametrize("value, minimum, maximum", [(1, 1, None), (7, 1, None), (0, 0, None), (3, 3, 3), (5, 1, 10), (10**12, 1, None)])
+@pytest.mark.parametrize(
+    "value, minimum, maximum", [(1, 1, None), (7, 1, None), (0, 0, None), (3, 3, 3), (5, 1, 10), (10**12, 1, None)]
+)
 def test_require_count_returns_an_integer_in_range(value, minimum, maximum):
     assert require_count(value, "n", minimum, maximum) == value
 
@@ -80,7 +82,9 @@ def test_tensor_checks():
     assert require_tensor(torch.zeros(1), "x") is not None
     with pytest.raises(ValueError, match="x must be a torch.Tensor, but a list was given"):
         require_tensor([1.0], "x")
-    with pytest.raises(ValueError, match=r"x must hold floating-point numbers, but has dtype torch.int64; convert it with x.float\(\)"):
+    with pytest.raises(
+        ValueError, match=r"x must hold floating-point numbers, but has dtype torch.int64; convert it with x.float\(\)"
+    ):
         require_floating(torch.zeros(2, dtype=torch.long), "x")
     with pytest.raises(ValueError, match=r"x must have at least 2 dimensions \(T, d\), but has shape \(3\)"):
         require_rank(torch.zeros(3), "x", 2, "(T, d)")
@@ -136,8 +140,17 @@ def test_require_padding_mask_takes_a_boolean_mask_of_exactly_the_shape():
 
 @pytest.mark.parametrize(
     "shapes",
-    [[(2, 1, 4), (3, 1)], [(5,), (1, 5)], [(2, 3), (3, 2)], [(0, 1), (1, 4)], [(0,), (3,)], [()], [(4, 1, 1), (), (1, 7, 1)],
-     [(1, 2, 3, 4), (2, 1, 4)], [(2, 2), (2, 2), (3, 2)]],
+    [
+        [(2, 1, 4), (3, 1)],
+        [(5,), (1, 5)],
+        [(2, 3), (3, 2)],
+        [(0, 1), (1, 4)],
+        [(0,), (3,)],
+        [()],
+        [(4, 1, 1), (), (1, 7, 1)],
+        [(1, 2, 3, 4), (2, 1, 4)],
+        [(2, 2), (2, 2), (3, 2)],
+    ],
 )
 def test_broadcast_shape_agrees_with_torch(shapes):
     try:

@@ -40,8 +40,12 @@ def test_every_query_and_temperature_equals_scaled_dot_product_attention(explore
         mask = ab.causal_mask(3) if causal else None
         output, weights = ab.scaled_dot_product_attention(x, x, x, mask=mask, temperature=effective)
         data = explorer.data
-        torch.testing.assert_close(torch.tensor(data["weights"][int(scaled)][int(causal)][t]), weights, atol=1e-4, rtol=0)
-        torch.testing.assert_close(torch.tensor(data["outputs"][int(scaled)][int(causal)][t]), output, atol=2e-3, rtol=0)
+        torch.testing.assert_close(
+            torch.tensor(data["weights"][int(scaled)][int(causal)][t]), weights, atol=1e-4, rtol=0
+        )
+        torch.testing.assert_close(
+            torch.tensor(data["outputs"][int(scaled)][int(causal)][t]), output, atol=2e-3, rtol=0
+        )
 
 
 def test_the_score_above_a_bar_is_s_j_over_tau(explorer):
@@ -76,14 +80,17 @@ def test_drawn_vectors_are_seeded_and_new_words_get_vectors():
     assert explorer.error == {} and len(explorer.data["vectors"]) == 3
 
 
-@pytest.mark.parametrize("kwargs, words", [
-    ({"tokens": ["a", "b"], "vectors": [[1.0]]}, "2 tokens but 1 vectors"),
-    ({"tokens": []}, "empty"),
-    ({"dim": 9}, "dim must be"),
-    ({"query": 7}, "query must be"),
-    ({"seed": 1.5}, "seed must be"),
-    ({"tokens": ["a", "a"], "vectors": [[1.0], [2.0]]}, "occurs twice"),
-])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"tokens": ["a", "b"], "vectors": [[1.0]]}, "2 tokens but 1 vectors"),
+        ({"tokens": []}, "empty"),
+        ({"dim": 9}, "dim must be"),
+        ({"query": 7}, "query must be"),
+        ({"seed": 1.5}, "seed must be"),
+        ({"tokens": ["a", "a"], "vectors": [[1.0], [2.0]]}, "occurs twice"),
+    ],
+)
 def test_bad_arguments_raise_a_clear_value_error(kwargs, words):
     with pytest.raises(ValueError, match=words):
         AttentionExplorer(device="cpu", **kwargs)

@@ -14,7 +14,7 @@ import torch
 from tests.helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from widget_cases import widget_cases  # noqa: E402
+from widget_cases import widget_cases
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -29,15 +29,21 @@ TOLERANCE = 1e-3 + 1e-9
 def assert_same_picture(shown, expected, where: str = "data") -> None:
     """Same structure and text; numbers within ``TOLERANCE``; names the first place that differs."""
     if isinstance(expected, dict):
-        assert isinstance(shown, dict) and shown.keys() == expected.keys(), f"{where}: keys {sorted(shown)} != {sorted(expected)}"
+        assert isinstance(shown, dict) and shown.keys() == expected.keys(), (
+            f"{where}: keys {sorted(shown)} != {sorted(expected)}"
+        )
         for key in expected:
             assert_same_picture(shown[key], expected[key], f"{where}[{key!r}]")
     elif isinstance(expected, (list, tuple)):
-        assert isinstance(shown, (list, tuple)) and len(shown) == len(expected), f"{where}: length {len(shown)} != {len(expected)}"
+        assert isinstance(shown, (list, tuple)) and len(shown) == len(expected), (
+            f"{where}: length {len(shown)} != {len(expected)}"
+        )
         for index, (a, b) in enumerate(zip(shown, expected)):
             assert_same_picture(a, b, f"{where}[{index}]")
     elif isinstance(expected, float) and not isinstance(expected, bool):
-        assert isinstance(shown, (int, float)) and abs(shown - expected) <= TOLERANCE, f"{where}: {shown} on one device, {expected} on the other"
+        assert isinstance(shown, (int, float)) and abs(shown - expected) <= TOLERANCE, (
+            f"{where}: {shown} on one device, {expected} on the other"
+        )
     else:
         assert shown == expected, f"{where}: {shown!r} != {expected!r}"
 

@@ -73,12 +73,16 @@ def test_each_step_shows_the_rows_the_decoder_computed_at_that_step(stepper, mod
 
 def test_a_typed_source_is_decoded_and_shown_whole(stepper, model, task):
     stepper.set_input("source", "J A C A F")
-    assert stepper.error == {} and stepper.data["output"] == _greedy_labels(model, task.vocab, ["J", "A", "C", "A", "F"])
+    assert stepper.error == {} and stepper.data["output"] == _greedy_labels(
+        model, task.vocab, ["J", "A", "C", "A", "F"]
+    )
     assert stepper.view["step"] == len(stepper.data["output"])
 
 
-@pytest.mark.parametrize("text, fragment", [("", "type a source"), ("A Z", "unknown token 'Z'"),
-                                            ("<bos> A", "special token"), ("A" * 11, "at most")])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [("", "type a source"), ("A Z", "unknown token 'Z'"), ("<bos> A", "special token"), ("A" * 11, "at most")],
+)
 def test_a_bad_source_is_an_error_next_to_the_source_box(stepper, text, fragment):
     before = stepper.data["source"]
     stepper.set_input("source", text)
@@ -126,7 +130,9 @@ def test_a_character_vocabulary_with_spaces_reads_a_date_as_typed():
     with pytest.raises(WidgetInputError, match="at most 5 characters"):
         parse_source("3/3/98", dates.vocab, 5)
     torch.manual_seed(0)
-    model = ab.EncoderDecoder(len(dates.vocab), len(dates.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32)
+    model = ab.EncoderDecoder(
+        len(dates.vocab), len(dates.vocab), d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=32
+    )
     stepper = DecodingStepper(model, dates.encode("tuesday 3rd of march 1998"), dates.vocab, device="cpu", max_len=11)
     assert stepper.inputs["source"] == "tuesday 3rd of march 1998"
     assert stepper.data["source"] == list("tuesday 3rd of march 1998")
@@ -134,10 +140,16 @@ def test_a_character_vocabulary_with_spaces_reads_a_date_as_typed():
     assert stepper.data["source"] == list("3. März 1998") and not stepper.error
 
 
-@pytest.mark.parametrize("arguments, pattern", [
-    (dict(source=torch.tensor([[3.0, 4.0]])), "dtype"), (dict(source=torch.tensor([[3, 40]])), "must be symbols"),
-    (dict(source=torch.tensor([[ab.PAD, ab.PAD]])), "only padding"), (dict(max_len=0), "max_len"), (dict(max_len=50), "max_len"),
-])
+@pytest.mark.parametrize(
+    "arguments, pattern",
+    [
+        (dict(source=torch.tensor([[3.0, 4.0]])), "dtype"),
+        (dict(source=torch.tensor([[3, 40]])), "must be symbols"),
+        (dict(source=torch.tensor([[ab.PAD, ab.PAD]])), "only padding"),
+        (dict(max_len=0), "max_len"),
+        (dict(max_len=50), "max_len"),
+    ],
+)
 def test_bad_arguments_raise_a_clear_value_error(task, arguments, pattern):
     options = dict(model=_model(), source=task.source[:1], vocab=task.vocab, device="cpu")
     options.update(arguments)

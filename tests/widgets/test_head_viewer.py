@@ -46,7 +46,9 @@ def test_the_widgets_package_exports_the_viewer():
 
 
 def test_sends_every_layer_and_head_as_the_model_reports_them(viewer, model, encode):
-    torch.testing.assert_close(torch.tensor(viewer.data["weights"]), own_weights(model, encode, SENTENCE), atol=1e-3, rtol=0)
+    torch.testing.assert_close(
+        torch.tensor(viewer.data["weights"]), own_weights(model, encode, SENTENCE), atol=1e-3, rtol=0
+    )
     assert viewer.data["labels"] == SENTENCE.split() and viewer.view == {"layer": 0, "head": ALL_HEADS}
 
 
@@ -66,7 +68,9 @@ def test_a_new_sentence_runs_the_model_again(viewer, model, encode):
     passes = viewer.forward_passes
     viewer.set_text("the dog ran to the park")
     assert viewer.forward_passes == passes + 1 and viewer.data["labels"] == "the dog ran to the park".split()
-    torch.testing.assert_close(torch.tensor(viewer.data["weights"]), own_weights(model, encode, "the dog ran to the park"), atol=1e-3, rtol=0)
+    torch.testing.assert_close(
+        torch.tensor(viewer.data["weights"]), own_weights(model, encode, "the dog ran to the park"), atol=1e-3, rtol=0
+    )
 
 
 def test_refresh_shows_what_a_further_trained_model_does_now(viewer, model):
@@ -103,10 +107,15 @@ def test_the_model_runs_in_eval_mode_and_keeps_its_training_flag(encode):
     assert model.training
 
 
-@pytest.mark.parametrize("arguments, pattern", [
-    ({"layer": 2}, "layer must be"), ({"head": 4}, "head must be"), ({"text": ""}, "first sentence"),
-    ({"title": 3}, "title must be"),
-])
+@pytest.mark.parametrize(
+    "arguments, pattern",
+    [
+        ({"layer": 2}, "layer must be"),
+        ({"head": 4}, "head must be"),
+        ({"text": ""}, "first sentence"),
+        ({"title": 3}, "title must be"),
+    ],
+)
 def test_bad_arguments_raise_a_clear_value_error(model, encode, arguments, pattern):
     options = {"text": SENTENCE, **arguments}
     with pytest.raises(ValueError, match=pattern):

@@ -46,8 +46,15 @@ def test_moving_one_slider_in_the_browser_shows_that_stop(explorer):
     assert explorer.shown()["weights"] == pytest.approx([0.0, 1 / 3, 1 / 3, 1 / 3], abs=1e-3)
 
 
-@pytest.mark.parametrize("text, fragment", [("", "type 3 numbers"), ("1, x, 2", "'x' is not a number"),
-                                            ("1, 2", "needs 3 numbers"), ("0, 0, 99", "sliders go from")])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("", "type 3 numbers"),
+        ("1, x, 2", "'x' is not a number"),
+        ("1, 2", "needs 3 numbers"),
+        ("0, 0, 99", "sliders go from"),
+    ],
+)
 def test_bad_queries_are_errors_next_to_the_query_box(explorer, text, fragment):
     explorer.set_query(text)
     assert explorer.error["control"] == "query" and fragment in explorer.error["message"]
@@ -60,10 +67,14 @@ def test_parse_query_accepts_brackets_and_spaces():
         parse_query("nan, 1, 2", 3, 10)
 
 
-@pytest.mark.parametrize("arguments, pattern", [
-    ({"keys": [[1.0]]}, "both keys and values"), ({"keys": [[1.0]], "values": [[1.0], [2.0]]}, "every key needs one value"),
-    ({"keys": [[1.0]], "values": [[1.0]], "key_labels": ["a", "b"]}, "key_labels has 2"),
-])
+@pytest.mark.parametrize(
+    "arguments, pattern",
+    [
+        ({"keys": [[1.0]]}, "both keys and values"),
+        ({"keys": [[1.0]], "values": [[1.0], [2.0]]}, "every key needs one value"),
+        ({"keys": [[1.0]], "values": [[1.0]], "key_labels": ["a", "b"]}, "key_labels has 2"),
+    ],
+)
 def test_bad_arguments_raise_a_clear_value_error(arguments, pattern):
     with pytest.raises(ValueError, match=pattern):
         KeyValueExplorer(device="cpu", **arguments)

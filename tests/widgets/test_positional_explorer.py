@@ -23,7 +23,9 @@ def test_starts_with_64_dimensions_32_positions_and_dot_products(explorer):
 
 
 def test_the_table_is_the_package_encoding(explorer):
-    torch.testing.assert_close(torch.tensor(explorer.data["pe"]), ab.sinusoidal_encoding(MAX_LENGTH, 64), atol=1e-3, rtol=0)
+    torch.testing.assert_close(
+        torch.tensor(explorer.data["pe"]), ab.sinusoidal_encoding(MAX_LENGTH, 64), atol=1e-3, rtol=0
+    )
 
 
 @pytest.mark.parametrize("measure", ["dot product", "cosine"])
@@ -45,16 +47,25 @@ def test_d_model_and_base_recompute_and_a_larger_base_makes_longer_wavelengths(e
     assert explorer.data["d_model"] == 16 and len(explorer.data["pe"][0]) == 16
 
 
-@pytest.mark.parametrize("name, value, fragment", [("d_model", "7", "even"), ("d_model", "x", "whole number"),
-                                                   ("base", "1", "between"), ("base", "y", "a number")])
+@pytest.mark.parametrize(
+    "name, value, fragment",
+    [("d_model", "7", "even"), ("d_model", "x", "whole number"), ("base", "1", "between"), ("base", "y", "a number")],
+)
 def test_bad_settings_are_errors_next_to_their_control(explorer, name, value, fragment):
     explorer.set_input(name, value)
     assert explorer.error["control"] == name and fragment in explorer.error["message"]
     assert explorer.data["d_model"] == 64
 
 
-@pytest.mark.parametrize("kwargs, words", [({"d_model": 7}, "even"), ({"length": 1}, "length must be"),
-                                           ({"base": 1.0}, "base must be"), ({"measure": "angle"}, "measure must be")])
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"d_model": 7}, "even"),
+        ({"length": 1}, "length must be"),
+        ({"base": 1.0}, "base must be"),
+        ({"measure": "angle"}, "measure must be"),
+    ],
+)
 def test_bad_arguments_raise_a_clear_value_error(kwargs, words):
     with pytest.raises(ValueError, match=words):
         PositionalEncodingExplorer(device="cpu", **kwargs)

@@ -8,7 +8,12 @@ import torch
 import attention_book as ab
 from attention_book.widgets import SoftHardExplorer as ExportedExplorer
 from attention_book.widgets.soft_hard_explorer import (
-    BETAS, DEFAULT_LABELS, DEFAULT_SCORES, SoftHardExplorer, format_scores, parse_scores,
+    BETAS,
+    DEFAULT_LABELS,
+    DEFAULT_SCORES,
+    SoftHardExplorer,
+    format_scores,
+    parse_scores,
 )
 
 
@@ -53,8 +58,10 @@ def test_typed_scores_with_a_tie_share_the_hard_weight(explorer):
     assert explorer.data["hardmax"] == pytest.approx([0.0, 0.5, 0.5])
 
 
-@pytest.mark.parametrize("text, fragment", [("", "type one score"), ("a=1, b=x", "not a number"),
-                                            ("a=1,,b=2", "empty"), ("a=99", "keep scores between")])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [("", "type one score"), ("a=1, b=x", "not a number"), ("a=1,,b=2", "empty"), ("a=99", "keep scores between")],
+)
 def test_bad_scores_are_errors_next_to_the_scores_box(explorer, text, fragment):
     explorer.set_input("scores", text)
     assert explorer.error["control"] == "scores" and fragment in explorer.error["message"]
@@ -66,8 +73,14 @@ def test_parse_and_format_scores_round_trip():
     assert parse_scores("1, 2")[0] == ["key 1", "key 2"]
 
 
-@pytest.mark.parametrize("kwargs, message", [({"scores": [1.0] * 11}, "1 to 10"), ({"beta": 0.001}, "beta must be"),
-                                             ({"scores": [1.0, 2.0], "labels": ["a"]}, "labels has 1")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"scores": [1.0] * 11}, "1 to 10"),
+        ({"beta": 0.001}, "beta must be"),
+        ({"scores": [1.0, 2.0], "labels": ["a"]}, "labels has 1"),
+    ],
+)
 def test_bad_arguments_raise_value_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SoftHardExplorer(device="cpu", **kwargs)

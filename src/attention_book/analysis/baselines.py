@@ -13,7 +13,9 @@ import torch
 __all__ = ["best_invariant_accuracy"]
 
 
-def best_invariant_accuracy(tokens: torch.Tensor, labels: torch.Tensor, padding_mask: torch.Tensor | None = None) -> float:
+def best_invariant_accuracy(
+    tokens: torch.Tensor, labels: torch.Tensor, padding_mask: torch.Tensor | None = None
+) -> float:
     """The best accuracy a model that sees only the bag of tokens can reach on this labelled set.
 
     Sequences with the same multiset of tokens look identical to such a model, so it can
@@ -21,7 +23,9 @@ def best_invariant_accuracy(tokens: torch.Tensor, labels: torch.Tensor, padding_
     (N,), ``padding_mask`` (N, T) True for real tokens (default: every token is real).
     """
     if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2:
-        raise ValueError(f"tokens must be a (N, T) tensor of ids, but {getattr(tokens, 'shape', type(tokens).__name__)} was given")
+        raise ValueError(
+            f"tokens must be a (N, T) tensor of ids, but {getattr(tokens, 'shape', type(tokens).__name__)} was given"
+        )
     if not isinstance(labels, torch.Tensor) or labels.shape != tokens.shape[:1]:
         raise ValueError(f"labels must be a tensor of shape ({tokens.shape[0]},), one per sequence")
     if padding_mask is None:

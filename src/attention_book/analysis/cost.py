@@ -71,7 +71,9 @@ def layer_costs(T: int, d: int, kernel_size: int = 3) -> dict[str, dict[str, int
     }
 
 
-def time_layers(lengths: Sequence[int], d: int = 64, kernel_size: int = 3, repeats: int = 3, seed: int = 0) -> dict[str, list[float]]:
+def time_layers(
+    lengths: Sequence[int], d: int = 64, kernel_size: int = 3, repeats: int = 3, seed: int = 0
+) -> dict[str, list[float]]:
     """Wall-clock seconds of one forward pass of each layer of :func:`layer_costs`, on the CPU.
 
     One sequence of T random tokens of width d, no gradients: self-attention with its Q, K,

@@ -29,7 +29,9 @@ def gradient_at_bottom(depth: int, norm_first: bool, seeds: Sequence[int] = (0, 
         generator = torch.Generator().manual_seed(seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            stack = Encoder(20, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=depth, max_len=16, norm_first=norm_first)
+            stack = Encoder(
+                20, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=depth, max_len=16, norm_first=norm_first
+            )
             readout = nn.Linear(d_model, 20)
         tokens = torch.randint(3, 20, (16, 16), generator=generator)
         targets = torch.randint(3, 20, (16, 16), generator=generator)

@@ -26,10 +26,10 @@ from torch import nn
 from .._validation import require_texts
 from ..data.batches import index_batches
 from ..data.tasks import BOS, EOS, IGNORE, PAD, AssociativeRecall, TwoRelationTask
+from ..decoding import greedy_decode
 from ..modes import evaluating
 from ..pretrained import PretrainedEncoder
 from ..recall import RecallModel
-from ..decoding import greedy_decode
 from ..transformer import EncoderDecoder
 
 __all__ = [
@@ -132,7 +132,9 @@ def decoding_attention(
     if source.dim() == 1:
         source = source[None]
     if source.dim() != 2 or source.shape[0] != 1:
-        raise ValueError(f"source must be one sequence, shaped (T_in,) or (1, T_in), but has shape {tuple(source.shape)}")
+        raise ValueError(
+            f"source must be one sequence, shaped (T_in,) or (1, T_in), but has shape {tuple(source.shape)}"
+        )
     device = next(model.parameters()).device
     source = source.to(device)
     if source_padding is not None:
@@ -166,7 +168,12 @@ def cross_attention_hit_rate(model: EncoderDecoder, task, layer: int = -1) -> fl
     """
     device = next(model.parameters()).device
     with evaluating(model):
-        model(task.source.to(device), task.target_in.to(device), task.source_padding.to(device), task.target_padding.to(device))
+        model(
+            task.source.to(device),
+            task.target_in.to(device),
+            task.source_padding.to(device),
+            task.target_padding.to(device),
+        )
     cross = model.decoder.cross_attention_weights()[layer].mean(1).cpu()  # (N, T_out, T_in): averaged over heads
     looked_at = cross.argmax(dim=-1)  # (N, T_out)
     seen = torch.gather(task.source, 1, looked_at)  # (N, T_out): the source token at that position
@@ -225,7 +232,9 @@ class HeadPatternCounter:
 
 
 @torch.no_grad()
-def head_pattern_scores(model: PretrainedEncoder, texts: Sequence[str], max_tokens: int = 48) -> dict[str, torch.Tensor]:
+def head_pattern_scores(
+    model: PretrainedEncoder, texts: Sequence[str], max_tokens: int = 48
+) -> dict[str, torch.Tensor]:
     """For every layer and head, the average weight a word piece gives to each pattern's keys.
 
     Averaged over the real word pieces of ``texts`` (not [CLS] or [SEP] as queries).

@@ -91,7 +91,16 @@ def plot_attention(
     key_labels = _check_labels(key_labels, columns, "key_labels")
     if ax is None:
         _, ax = plt.subplots(figsize=(1.0 + 0.45 * columns, 0.8 + 0.4 * rows))
-    heatmap(matrix, ax, title, "keys (attended to)", "queries (attending)", "attention weight" if colorbar else None, 0.0, vmax)
+    heatmap(
+        matrix,
+        ax,
+        title,
+        "keys (attended to)",
+        "queries (attending)",
+        "attention weight" if colorbar else None,
+        0.0,
+        vmax,
+    )
     ax.set_xticks(range(columns), key_labels, rotation=90 if max(map(len, key_labels), default=0) > 2 else 0)
     ax.set_yticks(range(rows), query_labels)
     if annotate is None:
@@ -100,8 +109,15 @@ def plot_attention(
         top = vmax if vmax is not None else matrix.max()
         for i in range(rows):
             for j in range(columns):
-                ax.text(j, i, format_weight(matrix[i, j]), ha="center", va="center", fontsize=8,
-                        color="black" if matrix[i, j] > 0.6 * top else "white")
+                ax.text(
+                    j,
+                    i,
+                    format_weight(matrix[i, j]),
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="black" if matrix[i, j] > 0.6 * top else "white",
+                )
     return ax
 
 
@@ -121,7 +137,9 @@ def plot_attention_grid(
     ``colorbar=True`` draws it once, beside the grid.
     """
     if isinstance(weights, (list, tuple)):
-        weights = torch.stack([torch.as_tensor(w).squeeze(0) if torch.as_tensor(w).dim() == 4 else torch.as_tensor(w) for w in weights])
+        weights = torch.stack(
+            [torch.as_tensor(w).squeeze(0) if torch.as_tensor(w).dim() == 4 else torch.as_tensor(w) for w in weights]
+        )
     grid = to_numpy(weights)
     if grid.ndim != 4:
         raise ValueError(f"weights must have shape (layers, heads, T_q, T_k), but have shape {grid.shape}")

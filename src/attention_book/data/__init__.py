@@ -16,9 +16,9 @@ Imports only floors 0 and 1 (model code), never analysis, figures, widgets or ex
 
 from .batches import LengthBatches, index_batches, trim_padding
 from .dates import DATE_FORMATS, DateTask, field_spans, read_date, write_date
+from .numbers import CharacterCorpus, is_number_name, number_words, sample_lines
 from .pieces import MASK, SPECIAL_PIECES, UNK, PieceVocabulary, build_vocabulary, mask_tokens
 from .reviews import LABEL_NAMES, Reviews, TextSplit, load_reviews
-from .numbers import CharacterCorpus, is_number_name, number_words, sample_lines
 from .tasks import (
     BOS,
     EOS,

@@ -57,10 +57,14 @@ def trim_padding(batch: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         raise ValueError(f"trim_padding needs a 'padding_mask' in the batch, but it holds {sorted(batch)}")
     padding_mask = require_tensor(batch["padding_mask"], "padding_mask")
     if padding_mask.dim() != 2 or padding_mask.dtype != torch.bool:
-        raise ValueError(f"padding_mask must be a boolean (batch, T) tensor, but has shape {tuple(padding_mask.shape)} and dtype {padding_mask.dtype}")
+        raise ValueError(
+            f"padding_mask must be a boolean (batch, T) tensor, but has shape {tuple(padding_mask.shape)} and dtype {padding_mask.dtype}"
+        )
     width = padding_mask.shape[1]
     T = int(padding_mask.sum(dim=1).max())
-    return {name: value[:, :T] if value.dim() >= 2 and value.shape[1] == width else value for name, value in batch.items()}
+    return {
+        name: value[:, :T] if value.dim() >= 2 and value.shape[1] == width else value for name, value in batch.items()
+    }
 
 
 class LengthBatches:

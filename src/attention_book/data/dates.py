@@ -30,23 +30,80 @@ from torch.utils.data import Dataset
 from .._validation import require_count
 from .tasks import BOS, EOS, PAD, Vocabulary
 
-__all__ = ["DateTask", "DATE_FORMATS", "FIRST_DATE", "LAST_DATE", "SPLITS", "write_date", "read_date", "field_spans",
-           "split_dates"]
+__all__ = [
+    "DateTask",
+    "DATE_FORMATS",
+    "FIRST_DATE",
+    "LAST_DATE",
+    "SPLITS",
+    "write_date",
+    "read_date",
+    "field_spans",
+    "split_dates",
+]
 
 FIRST_DATE, LAST_DATE = datetime.date(1950, 1, 1), datetime.date(2049, 12, 31)
 SPLITS = {"train": 0.8, "validation": 0.1, "test": 0.1}
 _SPLIT_SEED = 2017  # fixes which dates are training, validation and test dates, whatever a task's seed
 
-_ENGLISH_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-                   "October", "November", "December")
+_ENGLISH_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _ENGLISH_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_GERMAN_MONTHS = ("Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober",
-                  "November", "Dezember")
-_FRENCH_MONTHS = ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
-                  "novembre", "décembre")
+_GERMAN_MONTHS = (
+    "Januar",
+    "Februar",
+    "März",
+    "April",
+    "Mai",
+    "Juni",
+    "Juli",
+    "August",
+    "September",
+    "Oktober",
+    "November",
+    "Dezember",
+)
+_FRENCH_MONTHS = (
+    "janvier",
+    "février",
+    "mars",
+    "avril",
+    "mai",
+    "juin",
+    "juillet",
+    "août",
+    "septembre",
+    "octobre",
+    "novembre",
+    "décembre",
+)
 _FRENCH_DAYS = ("lundi", "mardi", "mercredi", "jeudi", "vendredi", "samedi", "dimanche")
-_SPANISH_MONTHS = ("enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre",
-                   "octubre", "noviembre", "diciembre")
+_SPANISH_MONTHS = (
+    "enero",
+    "febrero",
+    "marzo",
+    "abril",
+    "mayo",
+    "junio",
+    "julio",
+    "agosto",
+    "septiembre",
+    "octubre",
+    "noviembre",
+    "diciembre",
+)
 
 
 def _ordinal(day: int) -> str:
@@ -64,8 +121,9 @@ DATE_FORMATS: dict[str, Callable[[datetime.date], str]] = {
     "en-US short": lambda d: f"{_month(_ENGLISH_MONTHS, d)[:3]} {d.day}, {d.year}",
     "en-US weekday": lambda d: f"{_ENGLISH_DAYS[d.weekday()]}, {_month(_ENGLISH_MONTHS, d)} {d.day}, {d.year}",
     "en-US numeric": lambda d: f"{d.month}/{d.day}/{d.year % 100:02d}",
-    "en-GB spoken": lambda d: f"{_ENGLISH_DAYS[d.weekday()].lower()} {_ordinal(d.day)} of "
-                              f"{_month(_ENGLISH_MONTHS, d).lower()} {d.year}",
+    "en-GB spoken": lambda d: (
+        f"{_ENGLISH_DAYS[d.weekday()].lower()} {_ordinal(d.day)} of {_month(_ENGLISH_MONTHS, d).lower()} {d.year}"
+    ),
     "en-GB ordinal": lambda d: f"{_ordinal(d.day)} {_month(_ENGLISH_MONTHS, d)} {d.year}",
     "en-GB short": lambda d: f"{d.day} {_month(_ENGLISH_MONTHS, d)[:3]} {d.year}",
     "de-DE long": lambda d: f"{d.day}. {_month(_GERMAN_MONTHS, d)} {d.year}",
@@ -94,8 +152,9 @@ def _check_date(date: datetime.date) -> None:
     if not isinstance(date, datetime.date) or isinstance(date, datetime.datetime):
         raise ValueError(f"date must be a datetime.date, but a {type(date).__name__} was given")
     if not FIRST_DATE <= date <= LAST_DATE:
-        raise ValueError(f"date must lie between {FIRST_DATE} and {LAST_DATE} (two-digit years name one year), "
-                         f"but {date} was given")
+        raise ValueError(
+            f"date must lie between {FIRST_DATE} and {LAST_DATE} (two-digit years name one year), but {date} was given"
+        )
 
 
 def write_date(date: datetime.date, format_name: str) -> str:
@@ -195,8 +254,14 @@ class DateTask(Dataset):
 
     ISO_LENGTH = 10
 
-    def __init__(self, num_samples: int, split: str = "train", seed: int = 0, formats: tuple[str, ...] | None = None,
-                 max_len: int = 32):
+    def __init__(
+        self,
+        num_samples: int,
+        split: str = "train",
+        seed: int = 0,
+        formats: tuple[str, ...] | None = None,
+        max_len: int = 32,
+    ):
         require_count(num_samples, "num_samples", 1)
         formats = tuple(DATE_FORMATS) if formats is None else tuple(formats)
         unknown = [name for name in formats if name not in DATE_FORMATS]

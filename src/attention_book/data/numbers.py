@@ -102,5 +102,7 @@ def sample_lines(
     device = next(model.parameters()).device
     generator = torch.Generator(device=device).manual_seed(seed)
     start = corpus.encode("\n").to(device).repeat(num_lines, 1)  # (num_lines, 1)
-    written = model.generate(start, model.max_len - 1, temperature=temperature, generator=generator)  # (num_lines, max_len)
+    written = model.generate(
+        start, model.max_len - 1, temperature=temperature, generator=generator
+    )  # (num_lines, max_len)
     return [corpus.decode(row[1:]).split("\n")[0] for row in written.cpu()]

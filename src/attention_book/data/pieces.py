@@ -66,7 +66,9 @@ class PieceVocabulary:
         return len(SPECIAL_PIECES) + int(torch.tensor(self.counts[len(SPECIAL_PIECES) :]).argmax())
 
 
-def build_vocabulary(pretrained, texts: Sequence[str], min_count: int = 2, max_pieces: int | None = None) -> PieceVocabulary:
+def build_vocabulary(
+    pretrained, texts: Sequence[str], min_count: int = 2, max_pieces: int | None = None
+) -> PieceVocabulary:
     """The pieces of ``texts`` (tokenized by the pretrained model's WordPiece) seen at least ``min_count`` times.
 
     With ``max_pieces``, only that many of the most frequent ones (the rest become [UNK]).
@@ -107,7 +109,9 @@ def mask_tokens(
     if not 0 < rate < 1:
         raise ValueError(f"rate must lie between 0 and 1, but {rate!r} was given")
     if tokens.dim() != 2 or tokens.is_floating_point():
-        raise ValueError(f"tokens must be a (batch, T) tensor of ids, but has shape {describe_shape(tokens)} and dtype {tokens.dtype}")
+        raise ValueError(
+            f"tokens must be a (batch, T) tensor of ids, but has shape {describe_shape(tokens)} and dtype {tokens.dtype}"
+        )
     require_padding_mask(padding_mask, tuple(tokens.shape), "tokens")
     draw = torch.rand(tokens.shape, generator=generator)
     chosen = (draw < rate) & padding_mask

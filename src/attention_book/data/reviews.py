@@ -62,7 +62,7 @@ class TextSplit:
     def __getitem__(self, index: int) -> tuple[str, int]:
         return self.texts[index], int(self.labels[index])
 
-    def take(self, n: int) -> "TextSplit":
+    def take(self, n: int) -> TextSplit:
         """The first ``n`` examples: a random sample, nested (``take(100)`` is inside ``take(1000)``)."""
         require_count(n, "n", 1, len(self))
         return TextSplit(f"{self.name}[:{n}]", self.texts[:n], self.labels[:n])

@@ -185,9 +185,10 @@ class AssociativeRecall(Dataset):
         first_key = len(SPECIALS)
         first_value = first_key + num_keys
         question = len(self.vocab) - 1
-        key_ids = torch.stack(
-            [torch.randperm(num_keys, generator=generator)[:num_pairs] for _ in range(num_samples)]
-        ) + first_key  # (N, pairs), distinct keys per row
+        key_ids = (
+            torch.stack([torch.randperm(num_keys, generator=generator)[:num_pairs] for _ in range(num_samples)])
+            + first_key
+        )  # (N, pairs), distinct keys per row
         value_ids = torch.randint(first_value, first_value + num_values, (num_samples, num_pairs), generator=generator)
         asked = torch.randint(0, num_pairs, (num_samples,), generator=generator)  # which pair is asked
         pairs = torch.stack([key_ids, value_ids], dim=-1).flatten(1)  # (N, 2 pairs): k1 v1 k2 v2 ...
@@ -346,7 +347,9 @@ class WordOrderTask(Dataset):
 
     def __init__(self, num_samples: int, min_len: int = 4, max_len: int = 8, pad_to: int | None = None, seed: int = 0):
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 2 or num_samples % 2:
-            raise ValueError(f"num_samples must be a positive even integer (sequences come in twins), but {num_samples!r} was given")
+            raise ValueError(
+                f"num_samples must be a positive even integer (sequences come in twins), but {num_samples!r} was given"
+            )
         _check_lengths(min_len, max_len, shortest=2)  # two marked words must fit
         pad_to = max_len if pad_to is None else pad_to
         require_count(pad_to, f"pad_to (at least max_len={max_len})", max_len)

@@ -62,16 +62,35 @@ def plot_tokens_and_outputs(
     if len(inputs) >= 3:
         centre = inputs.mean(axis=0)
         order = np.argsort(np.arctan2(inputs[:, 1] - centre[1], inputs[:, 0] - centre[0]))
-        ax.add_patch(Polygon(inputs[order], closed=True, facecolor="#dddddd", edgecolor="#999999", zorder=0,
-                             label="where weighted averages can land"))
+        ax.add_patch(
+            Polygon(
+                inputs[order],
+                closed=True,
+                facecolor="#dddddd",
+                edgecolor="#999999",
+                zorder=0,
+                label="where weighted averages can land",
+            )
+        )
     ax.scatter(inputs[:, 0], inputs[:, 1], s=70, color="#1f4e79", zorder=3, label="token vectors $x_j$")
     ax.scatter(outputs[:, 0], outputs[:, 1], s=70, marker="D", color="#e08a00", zorder=4, label="outputs $h_i$")
     for token, start, end in zip(tokens, inputs, outputs):
         ax.annotate(f"{token}", start, textcoords="offset points", xytext=(-8, 8), ha="right", fontsize=11)
-        ax.annotate("", xy=end, xytext=start, zorder=2,
-                    arrowprops={"arrowstyle": "->", "color": "#e08a00", "lw": 1.5, "shrinkA": 5, "shrinkB": 5})
-        ax.annotate(f"$h_{{\\mathrm{{{token}}}}}$", end, textcoords="offset points", xytext=(6, -14), fontsize=10,
-                    color="#a05a00")
+        ax.annotate(
+            "",
+            xy=end,
+            xytext=start,
+            zorder=2,
+            arrowprops={"arrowstyle": "->", "color": "#e08a00", "lw": 1.5, "shrinkA": 5, "shrinkB": 5},
+        )
+        ax.annotate(
+            f"$h_{{\\mathrm{{{token}}}}}$",
+            end,
+            textcoords="offset points",
+            xytext=(6, -14),
+            fontsize=10,
+            color="#a05a00",
+        )
     low = min(inputs.min(), outputs.min()) - 0.35
     high = max(inputs.max(), outputs.max()) + 0.35
     ax.set_xlim(low, high)
@@ -94,7 +113,10 @@ def plot_saturation(dims, saturated_unscaled, saturated_scaled, slope_unscaled, 
     The slope is drawn on a log scale, since unscaled it falls by orders of magnitude.
     """
     figure, (left, right) = plt.subplots(1, 2, figsize=(8.6, 3.4), layout="constrained")
-    styles = (("o-", "#d62728", r"unscaled: softmax$(q \cdot k)$"), ("s-", "#1f4e79", r"scaled: softmax$(q \cdot k / \sqrt{d_k})$"))
+    styles = (
+        ("o-", "#d62728", r"unscaled: softmax$(q \cdot k)$"),
+        ("s-", "#1f4e79", r"scaled: softmax$(q \cdot k / \sqrt{d_k})$"),
+    )
     for ax, runs in ((left, (saturated_unscaled, saturated_scaled)), (right, (slope_unscaled, slope_scaled))):
         for values, (marker, colour, label) in zip(runs, styles):
             values = to_numpy(values).reshape(-1, len(dims))  # (seeds, widths)
@@ -115,7 +137,9 @@ def plot_saturation(dims, saturated_unscaled, saturated_scaled, slope_unscaled, 
     return figure
 
 
-def plot_timings(lengths: Sequence[int], seconds: Sequence[float], ax=None, title: str | None = None, device: str = "cpu"):
+def plot_timings(
+    lengths: Sequence[int], seconds: Sequence[float], ax=None, title: str | None = None, device: str = "cpu"
+):
     """Measured time against sequence length on log-log axes, with a T^2 guide line.
 
     On log-log axes a cost that grows like T^2 is a straight line of slope 2; the
@@ -140,7 +164,9 @@ def plot_timings(lengths: Sequence[int], seconds: Sequence[float], ax=None, titl
     return ax
 
 
-def plot_bottleneck(lengths: Sequence[int], accuracy, chance: float, labels: Sequence[str], ax=None, title: str | None = None):
+def plot_bottleneck(
+    lengths: Sequence[int], accuracy, chance: float, labels: Sequence[str], ax=None, title: str | None = None
+):
     """Accuracy against the sequence length, one line per model: the mean over seeds and their range.
 
     ``accuracy`` is (models, seeds, len(lengths)); ``labels`` names the models; a dotted
@@ -148,7 +174,9 @@ def plot_bottleneck(lengths: Sequence[int], accuracy, chance: float, labels: Seq
     """
     values = to_numpy(accuracy)  # (models, seeds, lengths)
     if values.ndim != 3 or values.shape[0] != len(labels) or values.shape[2] != len(lengths):
-        raise ValueError(f"accuracy must be (models={len(labels)}, seeds, lengths={len(lengths)}), but shape {values.shape} was given")
+        raise ValueError(
+            f"accuracy must be (models={len(labels)}, seeds, lengths={len(lengths)}), but shape {values.shape} was given"
+        )
     if ax is None:
         _, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
     for runs, label, (marker, colour) in zip(values, labels, (("o-", "#d62728"), ("s-", "#1f4e79"))):
@@ -166,7 +194,13 @@ def plot_bottleneck(lengths: Sequence[int], accuracy, chance: float, labels: Seq
     return ax
 
 
-def plot_layer_costs(lengths: Sequence[int], costs: dict[str, Sequence[float]], crossovers: dict[str, float], ax=None, title: str | None = None):
+def plot_layer_costs(
+    lengths: Sequence[int],
+    costs: dict[str, Sequence[float]],
+    crossovers: dict[str, float],
+    ax=None,
+    title: str | None = None,
+):
     """Multiply-adds per token of each layer against T, on log-log axes, with the crossovers marked.
 
     ``costs`` maps a layer's name to its multiply-adds at each length (divided by T here, so
@@ -182,7 +216,9 @@ def plot_layer_costs(lengths: Sequence[int], costs: dict[str, Sequence[float]], 
         ax.loglog(lengths, per_token, styles[index % len(styles)], linewidth=2, label=name)
     for label, T in crossovers.items():
         ax.axvline(T, color="grey", linewidth=0.8, linestyle=(0, (4, 3)))
-        ax.annotate(label, (T, ax.get_ylim()[1]), xytext=(3, -3), textcoords="offset points", fontsize=8, va="top", rotation=90)
+        ax.annotate(
+            label, (T, ax.get_ylim()[1]), xytext=(3, -3), textcoords="offset points", fontsize=8, va="top", rotation=90
+        )
     ax.set_xlabel("sequence length T (tokens)")
     ax.set_ylabel("multiply-adds per token")
     ax.grid(alpha=0.3, which="both")
@@ -192,7 +228,9 @@ def plot_layer_costs(lengths: Sequence[int], costs: dict[str, Sequence[float]], 
     return ax
 
 
-def plot_influence(lengths: Sequence[int], runs: dict[str, Sequence[Sequence[float]]], ax=None, title: str | None = None):
+def plot_influence(
+    lengths: Sequence[int], runs: dict[str, Sequence[Sequence[float]]], ax=None, title: str | None = None
+):
     """The first token's relative influence on the last output against T, on a log axis.
 
     ``runs`` maps a layer's name to one list of values per length (one value per seed): the
@@ -203,7 +241,9 @@ def plot_influence(lengths: Sequence[int], runs: dict[str, Sequence[Sequence[flo
     for (name, values), (marker, colour) in zip(runs.items(), (("o-", "#d62728"), ("s-", "#1f4e79"))):
         values = np.asarray(values, dtype=float)  # (lengths, seeds)
         if values.shape[0] != len(lengths):
-            raise ValueError(f"{name!r} has values for {values.shape[0]} lengths, but {len(lengths)} lengths were given")
+            raise ValueError(
+                f"{name!r} has values for {values.shape[0]} lengths, but {len(lengths)} lengths were given"
+            )
         ax.plot(lengths, np.median(values, axis=1), marker, color=colour, label=name)
         ax.fill_between(lengths, values.min(axis=1), values.max(axis=1), color=colour, alpha=0.2, linewidth=0)
     ax.set_yscale("log")
@@ -237,14 +277,33 @@ def plot_attention_flow(ax=None):
     }
     colours = {"Q": "#dce6f2", "K": "#dce6f2", "V": "#fbe5cc", "H": "#e2efda"}
     for name, (x, y, text) in boxes.items():
-        ax.text(x, y, text, ha="center", va="center", fontsize=9,
-                bbox={"boxstyle": "round,pad=0.4", "facecolor": colours.get(name, "#f2f2f2"), "edgecolor": "#555555"})
-    arrows = [("Q", "scores"), ("K", "scores"), ("scores", "scale"), ("scale", "mask"), ("mask", "softmax"),
-              ("softmax", "mix"), ("V", "mix"), ("mix", "H")]
+        ax.text(
+            x,
+            y,
+            text,
+            ha="center",
+            va="center",
+            fontsize=9,
+            bbox={"boxstyle": "round,pad=0.4", "facecolor": colours.get(name, "#f2f2f2"), "edgecolor": "#555555"},
+        )
+    arrows = [
+        ("Q", "scores"),
+        ("K", "scores"),
+        ("scores", "scale"),
+        ("scale", "mask"),
+        ("mask", "softmax"),
+        ("softmax", "mix"),
+        ("V", "mix"),
+        ("mix", "H"),
+    ]
     for start, end in arrows:
         (x0, y0, _), (x1, y1, _) = boxes[start], boxes[end]
-        ax.annotate("", xy=(x1, y1 + 0.35), xytext=(x0, y0 - 0.35),
-                    arrowprops={"arrowstyle": "->", "color": "#333333", "lw": 1.2})
+        ax.annotate(
+            "",
+            xy=(x1, y1 + 0.35),
+            xytext=(x0, y0 - 0.35),
+            arrowprops={"arrowstyle": "->", "color": "#333333", "lw": 1.2},
+        )
     ax.set_xlim(-0.2, 5.4)
     ax.set_ylim(-0.8, 6.6)
     ax.axis("off")

@@ -23,9 +23,15 @@ def plot_recall_attention(model: RecallModel, tokens: torch.Tensor, vocab: Vocab
     figure, (top, bottom) = plt.subplots(
         2, 1, figsize=(6.4, 7.0), gridspec_kw={"height_ratios": [len(labels), 1.6]}, layout="constrained"
     )
-    plot_attention(binding[0], labels, labels, ax=top, title="Layer 1 (binding): each token reads itself and the token before")
     plot_attention(
-        lookup, [f"{labels[-1]} asks"], labels, ax=bottom, colorbar=False,
+        binding[0], labels, labels, ax=top, title="Layer 1 (binding): each token reads itself and the token before"
+    )
+    plot_attention(
+        lookup,
+        [f"{labels[-1]} asks"],
+        labels,
+        ax=bottom,
+        colorbar=False,
         title=f"Layer 2 (lookup): the asked key '{labels[-1]}' reads the store",
     )
     bottom.set_ylabel("query")

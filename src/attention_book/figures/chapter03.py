@@ -108,8 +108,15 @@ def plot_threshold(scores, threshold: float, labels: Sequence[str], title: str |
     above = np.clip(scores - threshold, 0.0, None)
     colour_map = matplotlib.colormaps[ATTENTION_CMAP]
     ax.bar(positions, scores, color="#dddddd", edgecolor="black", linewidth=0.7, label="score $s_j$")
-    ax.bar(positions, above, bottom=threshold, color=colour_map(0.75),
-           edgecolor="black", linewidth=0.7, label=r"weight $p_j = \max(s_j - \theta, 0)$")
+    ax.bar(
+        positions,
+        above,
+        bottom=threshold,
+        color=colour_map(0.75),
+        edgecolor="black",
+        linewidth=0.7,
+        label=r"weight $p_j = \max(s_j - \theta, 0)$",
+    )
     ax.axhline(threshold, color="#d62728", linewidth=1.4)
     ax.text(-0.45, threshold + 0.03, rf"$\theta$ = {threshold:.2f}", color="#d62728", va="bottom", ha="left")
     for position, score, weight in zip(positions, scores, above):
@@ -151,7 +158,14 @@ def plot_beta_sweep(
     left.axhline(math.log(num_keys), color="grey", linewidth=0.8)
     # Under the line at the right, where the curves have fallen away from it (above it, at the
     # left, the label ran into the panel's title).
-    left.text(betas[-1], math.log(num_keys), f"uniform: ln {num_keys} = {math.log(num_keys):.2f} ", va="top", ha="right", fontsize=8)
+    left.text(
+        betas[-1],
+        math.log(num_keys),
+        f"uniform: ln {num_keys} = {math.log(num_keys):.2f} ",
+        va="top",
+        ha="right",
+        fontsize=8,
+    )
     left.set_ylim(-0.05, math.log(num_keys) * 1.12)
     left.axhline(0.0, color="grey", linewidth=0.8)
     left.set_ylabel("entropy of the weights (nats)")
@@ -167,8 +181,17 @@ def plot_beta_sweep(
         ax.set_xlabel(r"inverse temperature $\beta$ (log scale)")
         for mark in marks:
             ax.axvline(mark, color="grey", linewidth=0.8, linestyle=":")
-            ax.annotate(f"β = {mark:g}", (mark, 0.5), xycoords=("data", "axes fraction"), xytext=(3, 0),
-                        textcoords="offset points", rotation=90, va="center", fontsize=8, color="dimgrey")
+            ax.annotate(
+                f"β = {mark:g}",
+                (mark, 0.5),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, 0),
+                textcoords="offset points",
+                rotation=90,
+                va="center",
+                fontsize=8,
+                color="dimgrey",
+            )
         ax.legend(fontsize=8, loc="best")
     if title:
         figure.suptitle(title)
@@ -202,8 +225,17 @@ def plot_weight_against_score(
         right.plot(grid, to_numpy(values), _style(name), color=_colour(name), label=name, linewidth=1.8)
     for name, where in (jumps or {}).items():
         right.axvline(where, color=_colour(name), linestyle="--", linewidth=0.8)
-        right.annotate(f"{name}: a jump,\nno derivative", (where, 0.72), xytext=(4, 0), textcoords="offset points",
-                       fontsize=8, color=_colour(name), ha="left", va="center", xycoords=("data", "axes fraction"))
+        right.annotate(
+            f"{name}: a jump,\nno derivative",
+            (where, 0.72),
+            xytext=(4, 0),
+            textcoords="offset points",
+            fontsize=8,
+            color=_colour(name),
+            ha="left",
+            va="center",
+            xycoords=("data", "axes fraction"),
+        )
     left.set_ylabel(f"weight of '{key_label}'")
     left.set_ylim(-0.05, 1.05)
     left.set_title("The weight as the score moves", fontsize=10)
@@ -224,12 +256,19 @@ def plot_losses(runs: Mapping[str, Mapping[str, Sequence[float]]], title: str | 
         runs: panel title -> (method name -> loss at every step).
         title: a title over all panels.
     """
-    figure, axes = plt.subplots(1, len(runs), figsize=(4.4 * len(runs), 3.1), sharey=True, layout="constrained",
-                                squeeze=False)
+    figure, axes = plt.subplots(
+        1, len(runs), figsize=(4.4 * len(runs), 3.1), sharey=True, layout="constrained", squeeze=False
+    )
     for ax, (panel, curves) in zip(axes[0], runs.items()):
         for name, losses in curves.items():
-            ax.plot(np.arange(len(losses)), np.asarray(losses, dtype=float), _style(name), color=_colour(name),
-                    label=name, linewidth=1.8)
+            ax.plot(
+                np.arange(len(losses)),
+                np.asarray(losses, dtype=float),
+                _style(name),
+                color=_colour(name),
+                label=name,
+                linewidth=1.8,
+            )
         ax.set_title(panel, fontsize=10)
         ax.set_xlabel("gradient-descent step")
         ax.legend(fontsize=8)
@@ -253,8 +292,14 @@ def plot_simplex_paths(paths: Mapping[str, object], key_labels: Sequence[str], a
         _, ax = plt.subplots(figsize=(4.8, 4.4), layout="constrained")
     ax.add_patch(plt.Polygon(corners, closed=True, facecolor="#f4f4f4", edgecolor="#777777"))
     for corner, label, offset in zip(corners, key_labels, ((-6, -12), (6, -12), (0, 8))):
-        ax.annotate(f"all on {label}", corner, xytext=offset, textcoords="offset points", fontsize=9,
-                    ha="right" if offset[0] < 0 else "left" if offset[0] > 0 else "center")
+        ax.annotate(
+            f"all on {label}",
+            corner,
+            xytext=offset,
+            textcoords="offset points",
+            fontsize=9,
+            ha="right" if offset[0] < 0 else "left" if offset[0] > 0 else "center",
+        )
     ax.plot(*corners.mean(axis=0), "k+", markersize=8)
     ax.annotate("uniform", corners.mean(axis=0), xytext=(5, -10), textcoords="offset points", fontsize=8)
     for name, weights in paths.items():

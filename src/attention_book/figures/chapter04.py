@@ -102,7 +102,10 @@ def render_parse(doc, distance: int = 95) -> ParseFigure:
     from spacy import displacy
 
     svg = displacy.render(
-        doc, style="dep", jupyter=False, options={"distance": distance, "compact": False, "font": "DejaVu Sans, Arial, sans-serif"}
+        doc,
+        style="dep",
+        jupyter=False,
+        options={"distance": distance, "compact": False, "font": "DejaVu Sans, Arial, sans-serif"},
     )
     stable = f"parse{zlib.crc32(doc.text.encode('utf-8')):08x}"
     svg = re.sub(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])", stable, svg)
@@ -115,26 +118,53 @@ def render_parse(doc, distance: int = 95) -> ParseFigure:
 _HEAD_COLOURS = ("#3b528b", "#1f7f7a", "#3d7a2a")  # dark viridis-like hues: head 1, head 2, head n_h
 
 
-def _box(ax, x: float, y: float, width: float, height: float, lines: Sequence[str], edge: str, face: str = "white",
-         fontsize: float = 9, spacing: float = 0.34) -> None:
+def _box(
+    ax,
+    x: float,
+    y: float,
+    width: float,
+    height: float,
+    lines: Sequence[str],
+    edge: str,
+    face: str = "white",
+    fontsize: float = 9,
+    spacing: float = 0.34,
+) -> None:
     """A rounded box centred on (x, y); ``lines`` are written one under another, ``spacing`` apart."""
     from matplotlib.patches import FancyBboxPatch
 
-    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.02,rounding_size=0.12",
-                                linewidth=1.4, edgecolor=edge, facecolor=face))
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - width / 2, y - height / 2),
+            width,
+            height,
+            boxstyle="round,pad=0.02,rounding_size=0.12",
+            linewidth=1.4,
+            edgecolor=edge,
+            facecolor=face,
+        )
+    )
     top = y + spacing * (len(lines) - 1) / 2
     for n, line in enumerate(lines):
         ax.text(x, top - n * spacing, line, ha="center", va="center", fontsize=fontsize)
 
 
 def _arrow(ax, start: tuple[float, float], end: tuple[float, float], colour: str = "#444444") -> None:
-    ax.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "-|>", "color": colour, "linewidth": 1.1,
-                                                       "shrinkA": 0, "shrinkB": 0})
+    ax.annotate(
+        "",
+        xy=end,
+        xytext=start,
+        arrowprops={"arrowstyle": "-|>", "color": colour, "linewidth": 1.1, "shrinkA": 0, "shrinkB": 0},
+    )
 
 
 def _head(ax, r: str, x: float, colour, *, y_projection: float, y_attention: float, y_concat: float) -> None:
     """Head ``r`` of the multi-head diagram at ``x``: its projections, its attention, the arrow to the concat."""
-    projections = [rf"$Q_{{{r}}} = X\, W_Q^{{({r})}}$", rf"$K_{{{r}}} = X\, W_K^{{({r})}}$", rf"$V_{{{r}}} = X\, W_V^{{({r})}}$"]
+    projections = [
+        rf"$Q_{{{r}}} = X\, W_Q^{{({r})}}$",
+        rf"$K_{{{r}}} = X\, W_K^{{({r})}}$",
+        rf"$V_{{{r}}} = X\, W_V^{{({r})}}$",
+    ]
     _box(ax, x, y_projection, 2.8, 1.56, [*projections, r"each $(T,\ d_k)$"], colour)
     _arrow(ax, (x, y_projection + 0.78), (x, y_attention - 0.78))
     attention = [
@@ -189,8 +219,13 @@ def plot_multi_head_diagram(title: str = "Multi-head attention, with the shape o
 # ---------------------------------------------------------------------------------
 # The two-relation task
 
-def plot_relation_accuracy(results: dict[str, dict[str, float | Sequence[float]]], ax=None, title: str | None = None,
-                           ylabel: str = "held-out accuracy"):
+
+def plot_relation_accuracy(
+    results: dict[str, dict[str, float | Sequence[float]]],
+    ax=None,
+    title: str | None = None,
+    ylabel: str = "held-out accuracy",
+):
     """Grouped bars: for each model (a key of ``results``), its accuracy on each relation.
 
     A value may be one accuracy or one per seed: then the bar is their mean, a black line
@@ -216,7 +251,9 @@ def plot_relation_accuracy(results: dict[str, dict[str, float | Sequence[float]]
                 ax.scatter(np.full(len(values), position + width * 0.22), values, s=9, color="black", zorder=3)
         tops = [float(values.max()) for values in runs]
         for bar_, mean, top in zip(bars, means, tops):
-            ax.text(bar_.get_x() + bar_.get_width() / 2, top + 0.02, f"{mean:.0%}", ha="center", va="bottom", fontsize=8)
+            ax.text(
+                bar_.get_x() + bar_.get_width() / 2, top + 0.02, f"{mean:.0%}", ha="center", va="bottom", fontsize=8
+            )
     ax.set_xticks(np.arange(len(measures)), measures)
     ax.set_ylim(0, 1.14)
     ax.set_ylabel(ylabel)

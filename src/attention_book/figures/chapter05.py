@@ -30,7 +30,15 @@ __all__ = [
 def plot_encoding_table(table, ax=None, title: str = "Sinusoidal positional encoding"):
     """Heatmap of a (positions, d_model) encoding table: rows = positions, columns = dimensions."""
     return heatmap(
-        table, ax, title, "dimension (even: sin, odd: cos)", "position p", "value", vmin=-1.0, vmax=1.0, figsize=(7.0, 3.6)
+        table,
+        ax,
+        title,
+        "dimension (even: sin, odd: cos)",
+        "position p",
+        "value",
+        vmin=-1.0,
+        vmax=1.0,
+        figsize=(7.0, 3.6),
     )
 
 
@@ -43,8 +51,14 @@ def plot_encoding_columns(table, columns: Sequence[int], ax=None, title: str = "
     styles = ["-", "--", "-.", ":"]
     for n, column in enumerate(columns):
         kind = "sin" if column % 2 == 0 else "cos"
-        ax.plot(positions, matrix[:, column], styles[n % len(styles)], marker="o", markersize=2.5,
-                label=f"dimension {column} ({kind})")
+        ax.plot(
+            positions,
+            matrix[:, column],
+            styles[n % len(styles)],
+            marker="o",
+            markersize=2.5,
+            label=f"dimension {column} ({kind})",
+        )
     ax.set_xlabel("position p")
     ax.set_ylabel("value")
     ax.set_ylim(-1.15, 1.15)
@@ -73,8 +87,9 @@ def _band(ax, x, runs: np.ndarray, style: str, label: str, marker: str | None = 
     return line
 
 
-def plot_order_training(histories: Mapping[str, History | Sequence[History]], steps_per_epoch: int,
-                        title: str = "Which word comes first"):
+def plot_order_training(
+    histories: Mapping[str, History | Sequence[History]], steps_per_epoch: int, title: str = "Which word comes first"
+):
     """Two panels: training loss per step and validation accuracy per epoch, one line per model.
 
     A model may come with one :class:`History` or one per seed; then the line is the mean over
@@ -88,11 +103,17 @@ def plot_order_training(histories: Mapping[str, History | Sequence[History]], st
         seeds = max(seeds, len(runs))
         steps = min(len(history.step_loss) for history in runs)
         window = max(1, min(10, steps))
-        smooth = np.stack([np.convolve(np.asarray(history.step_loss[:steps]), np.ones(window) / window, mode="valid")
-                           for history in runs])  # (seeds, steps - window + 1)
+        smooth = np.stack(
+            [
+                np.convolve(np.asarray(history.step_loss[:steps]), np.ones(window) / window, mode="valid")
+                for history in runs
+            ]
+        )  # (seeds, steps - window + 1)
         _band(left, np.arange(window, steps + 1), smooth, styles[n % 4], name)
         evaluations = min(len(history.valid_metric) for history in runs)
-        accuracy = np.stack([np.asarray(history.valid_metric[:evaluations]) for history in runs])  # (seeds, evaluations)
+        accuracy = np.stack(
+            [np.asarray(history.valid_metric[:evaluations]) for history in runs]
+        )  # (seeds, evaluations)
         epochs = np.asarray(runs[0].epoch[:evaluations])
         _band(right, epochs * steps_per_epoch, accuracy, styles[n % 4], name, marker="o")
     left.axhline(math.log(2), color="gray", linestyle=":", label="ln 2 (a coin flip)")
@@ -113,10 +134,14 @@ def plot_order_training(histories: Mapping[str, History | Sequence[History]], st
     return figure
 
 
-def plot_accuracy_by_length(results: Mapping[str, Mapping[int, float | Sequence[float]]], trained_lengths: tuple[int, int],
-                            ax=None, title: str = "Accuracy by sequence length",
-                            predictions: Mapping[str, Mapping[int, float | Sequence[float]]] | None = None,
-                            ylabel: str = "test accuracy"):
+def plot_accuracy_by_length(
+    results: Mapping[str, Mapping[int, float | Sequence[float]]],
+    trained_lengths: tuple[int, int],
+    ax=None,
+    title: str = "Accuracy by sequence length",
+    predictions: Mapping[str, Mapping[int, float | Sequence[float]]] | None = None,
+    ylabel: str = "test accuracy",
+):
     """One line per model: accuracy against the sequence length; the trained lengths are shaded.
 
     An accuracy may be one number or one per seed: then the line is the mean and a band

@@ -35,7 +35,9 @@ _BOX = {"attention": "#cfe2f3", "feed-forward": "#d9ead3", "layer norm": "#fce5c
 
 def _box(ax, y: float, label: str, kind: str) -> None:
     ax.add_patch(
-        FancyBboxPatch((-0.9, y - 0.28), 1.8, 0.56, boxstyle="round,pad=0.02", facecolor=_BOX[kind], edgecolor="black", lw=1)
+        FancyBboxPatch(
+            (-0.9, y - 0.28), 1.8, 0.56, boxstyle="round,pad=0.02", facecolor=_BOX[kind], edgecolor="black", lw=1
+        )
     )
     ax.text(0, y, label, ha="center", va="center", fontsize=9)
 
@@ -103,7 +105,14 @@ def plot_block_diagram():
         ax.set_xlim(-1.3, 1.8)
         ax.set_ylim(-0.6, 7.5)
         ax.set_axis_off()
-    figure.text(0.5, 0.02, "orange: residual connections (each adds a sub-layer's output to its input)", ha="center", fontsize=9, color="#9a6a00")
+    figure.text(
+        0.5,
+        0.02,
+        "orange: residual connections (each adds a sub-layer's output to its input)",
+        ha="center",
+        fontsize=9,
+        color="#9a6a00",
+    )
     figure.tight_layout(rect=(0, 0.04, 1, 1))
     return figure
 
@@ -113,10 +122,21 @@ _MASK_TEXT = "#7a1f1f"
 _HIGHWAY = "#e69f00"
 
 
-def _part(ax, x: float, y: float, width: float, label: str, kind: str, mask: str | None = None, height: float = 0.62) -> None:
+def _part(
+    ax, x: float, y: float, width: float, label: str, kind: str, mask: str | None = None, height: float = 0.62
+) -> None:
     """A rounded box centred at (x, y); a mask, if any, is named on a second line in dark red."""
-    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.03",
-                                facecolor=_PART[kind], edgecolor="black", lw=1))
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - width / 2, y - height / 2),
+            width,
+            height,
+            boxstyle="round,pad=0.03",
+            facecolor=_PART[kind],
+            edgecolor="black",
+            lw=1,
+        )
+    )
     if mask is None:
         ax.text(x, y, label, ha="center", va="center", fontsize=9)
     else:
@@ -132,8 +152,9 @@ def _around(ax, x_centre: float, x_right: float, y_from: float, y_to: float, x_b
     """A residual connection: branches off the main path below a sub-layer, runs up its right side into add & norm."""
     ax.plot([x_centre], [y_from], marker="o", markersize=4, color=_HIGHWAY, zorder=3)
     ax.plot([x_centre, x_right, x_right], [y_from, y_from, y_to], color=_HIGHWAY, lw=2, solid_capstyle="round")
-    ax.annotate("", xy=(x_box_edge, y_to), xytext=(x_right, y_to),
-                arrowprops={"arrowstyle": "-|>", "color": _HIGHWAY, "lw": 2})
+    ax.annotate(
+        "", xy=(x_box_edge, y_to), xytext=(x_right, y_to), arrowprops={"arrowstyle": "-|>", "color": _HIGHWAY, "lw": 2}
+    )
 
 
 # (height, label, kind, mask) of each part of a block, bottom to top.
@@ -256,8 +277,15 @@ def plot_mask(
     ax.imshow(matrix, cmap=_MASK_CMAP, vmin=0, vmax=1, aspect="auto")
     for i in range(rows):
         for j in range(columns):
-            ax.text(j, i, "\u2713" if matrix[i, j] else "\u00d7", ha="center", va="center", fontsize=8,
-                    color="white" if matrix[i, j] else "#888888")
+            ax.text(
+                j,
+                i,
+                "\u2713" if matrix[i, j] else "\u00d7",
+                ha="center",
+                va="center",
+                fontsize=8,
+                color="white" if matrix[i, j] else "#888888",
+            )
     ax.set_xticks(range(columns), key_labels, rotation=90 if max(map(len, key_labels), default=0) > 2 else 0)
     ax.set_yticks(range(rows), query_labels)
     ax.set_xlabel("keys (attended to)")
@@ -280,11 +308,19 @@ def plot_gradient_by_depth(depths: Sequence[int], post_norm: Sequence, pre_norm:
     if ax is None:
         _, ax = plt.subplots(figsize=(6.2, 3.4))
     top = 0.0
-    for values, marker, colour, label in ((post_norm, "o-", "#d55e00", "post-norm: norm(x + sublayer(x))"),
-                                          (pre_norm, "s-", "#0072b2", "pre-norm: x + sublayer(norm(x))")):
+    for values, marker, colour, label in (
+        (post_norm, "o-", "#d55e00", "post-norm: norm(x + sublayer(x))"),
+        (pre_norm, "s-", "#0072b2", "pre-norm: x + sublayer(norm(x))"),
+    ):
         rows = [[float(v)] if isinstance(v, (int, float)) else [float(x) for x in v] for v in values]
         mean = [sum(r) / len(r) for r in rows]
-        ax.plot(depths, mean, marker, color=colour, label=label + (f", mean of {len(rows[0])} seeds" if len(rows[0]) > 1 else ""))
+        ax.plot(
+            depths,
+            mean,
+            marker,
+            color=colour,
+            label=label + (f", mean of {len(rows[0])} seeds" if len(rows[0]) > 1 else ""),
+        )
         if len(rows[0]) > 1:
             ax.fill_between(depths, [min(r) for r in rows], [max(r) for r in rows], color=colour, alpha=0.2, lw=0)
         top = max(top, max(max(r) for r in rows))
@@ -293,7 +329,9 @@ def plot_gradient_by_depth(depths: Sequence[int], post_norm: Sequence, pre_norm:
     ax.set_ylim(0, top * 1.15)
     ax.set_xlabel("number of layers in the stack")
     ax.set_ylabel("gradient norm at the bottom")
-    ax.set_title("How much gradient reaches the first layer (at initialisation)\nshaded: range over the seeds", fontsize=10)
+    ax.set_title(
+        "How much gradient reaches the first layer (at initialisation)\nshaded: range over the seeds", fontsize=10
+    )
     ax.legend(fontsize=8, loc="lower left")
     ax.figure.tight_layout()
     return ax
@@ -307,7 +345,9 @@ def plot_learning_rate_schedules(used: Sequence[float], original: Sequence[float
     """
     figure, (left, right) = plt.subplots(1, 2, figsize=(8.2, 3.2))
     left.plot(range(1, len(used) + 1), used, color="#0072b2")
-    left.set_title("this chapter: linear warm-up, linear decay\n(ab.fit(schedule=\"linear\"), the sorting run)", fontsize=9)
+    left.set_title(
+        'this chapter: linear warm-up, linear decay\n(ab.fit(schedule="linear"), the sorting run)', fontsize=9
+    )
     left.set_xlabel("step")
     left.set_ylabel("learning rate")
     right.plot(range(1, len(original) + 1), original, color="#d55e00")
@@ -349,7 +389,9 @@ def plot_decoding_attention(
     cross = found["cross_attention"][layer].mean(0)  # (L, T_in): averaged over heads
     causal = found["self_attention"][layer].mean(0)  # (L, L)
     figure, (left, right) = plt.subplots(
-        1, 2, figsize=(2.6 + 0.36 * (len(source_labels) + len(fed)), 1.4 + 0.4 * len(rows)),
+        1,
+        2,
+        figsize=(2.6 + 0.36 * (len(source_labels) + len(fed)), 1.4 + 0.4 * len(rows)),
         gridspec_kw={"width_ratios": [len(source_labels), len(fed)]},
     )
     plot_attention(cross, rows, source_labels, ax=left, title="cross-attention to the source", colorbar=False)
@@ -360,7 +402,9 @@ def plot_decoding_attention(
     right.set_ylabel("")
     right.set_yticks(range(len(rows)), [""] * len(rows))
     layer_name = f"layer {layer % len(found['cross_attention'])}"
-    figure.suptitle(title or f"Greedy decoding of {' '.join(source_labels)} ({layer_name}, average of the heads)", fontsize=10)
+    figure.suptitle(
+        title or f"Greedy decoding of {' '.join(source_labels)} ({layer_name}, average of the heads)", fontsize=10
+    )
     figure.tight_layout()
     return figure
 

@@ -37,8 +37,10 @@ def plot_head_scores(scores: dict[str, torch.Tensor], patterns: Sequence[str] | 
     patterns = list(patterns or scores)
     columns = min(2, len(patterns))
     rows = math.ceil(len(patterns) / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(COLUMN_INCHES, 2.15 * rows), layout="constrained", squeeze=False)
-    for ax in axes.flat[len(patterns):]:
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(COLUMN_INCHES, 2.15 * rows), layout="constrained", squeeze=False
+    )
+    for ax in axes.flat[len(patterns) :]:
         ax.set_axis_off()
     for ax, pattern in zip(axes.flat, patterns):
         table = to_numpy(scores[pattern])
@@ -65,7 +67,7 @@ def plot_heads(model: PretrainedEncoder, text: str, heads: Sequence[tuple[str, i
     columns = min(2, len(heads))
     rows = math.ceil(len(heads) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(COLUMN_INCHES, 3.5 * rows), layout="constrained", squeeze=False)
-    for ax in axes.flat[len(heads):]:
+    for ax in axes.flat[len(heads) :]:
         ax.set_axis_off()
     for ax, (pattern, layer, head, score) in zip(axes.flat, heads):
         matrix = to_numpy(weights[layer][0, head])
@@ -112,8 +114,11 @@ ARM_STYLES = {
 
 
 def plot_learning_curves(
-    summary: dict[str, dict[int, tuple[float, float, float]]], baseline: float | None = None, ax=None,
-    ylabel: str = "test accuracy", bottom: float = 0.5,
+    summary: dict[str, dict[int, tuple[float, float, float]]],
+    baseline: float | None = None,
+    ax=None,
+    ylabel: str = "test accuracy",
+    bottom: float = 0.5,
 ):
     """Accuracy against the number of labelled examples, one line per arm, with 95 % intervals (log x axis).
 
@@ -130,8 +135,17 @@ def plot_learning_curves(
         below = [summary[arm][n][0] - summary[arm][n][1] for n in sizes]
         above = [summary[arm][n][2] - summary[arm][n][0] for n in sizes]
         marker, colour = ARM_STYLES.get(arm, ("o", None))
-        ax.errorbar([n * offsets[arm] for n in sizes], means, yerr=[below, above], marker=marker, color=colour,
-                    capsize=3, linewidth=1.5, markersize=5, label=arm)
+        ax.errorbar(
+            [n * offsets[arm] for n in sizes],
+            means,
+            yerr=[below, above],
+            marker=marker,
+            color=colour,
+            capsize=3,
+            linewidth=1.5,
+            markersize=5,
+            label=arm,
+        )
     if baseline is not None:
         ax.axhline(baseline, color="grey", linestyle=":", label=f"always 'fresh' ({baseline:.0%})")
     ax.set_xscale("log")

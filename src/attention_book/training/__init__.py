@@ -17,7 +17,6 @@ Imports floors 0-2 only (model code and data), never analysis, figures, widgets 
 """
 
 from .loop import History, evaluate, evaluating, fit, move_batch, set_seed
-from .stored_runs import SEEDS_VARIABLE, StoredRuns
 from .losses import (
     classification_accuracy,
     classification_loss,
@@ -28,6 +27,7 @@ from .losses import (
     token_accuracy,
     token_loss,
 )
+from .stored_runs import SEEDS_VARIABLE, StoredRuns
 
 __all__ = [
     "History",

@@ -174,7 +174,9 @@ def fit(
                 history.stopped = f"{history.steps} steps done"
                 break
         if valid_loader is not None:
-            score = _validate(model, valid_loader, metric_fn, device=device, epoch=epoch, target=target, history=history)
+            score = _validate(
+                model, valid_loader, metric_fn, device=device, epoch=epoch, target=target, history=history
+            )
             bar.set_postfix(loss=f"{history.step_loss[-1]:.3f}", valid=f"{score:.3f}")
         if history.stopped:
             break
@@ -274,7 +276,9 @@ def _schedule(name: str | None, planned: int | None, warmup_fraction: float) -> 
     if name is None:
         return lambda step: 1.0
     if not planned:
-        raise ValueError("a learning-rate schedule needs to know the number of steps: give max_steps or a loader with a length")
+        raise ValueError(
+            "a learning-rate schedule needs to know the number of steps: give max_steps or a loader with a length"
+        )
     warmup = max(1, round(warmup_fraction * planned)) if warmup_fraction > 0 else 0
 
     def linear(step: int) -> float:
@@ -286,7 +290,9 @@ def _schedule(name: str | None, planned: int | None, warmup_fraction: float) -> 
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader: Iterable[dict], metric_fn: MetricFn, device: torch.device | str | None = None) -> float:
+def evaluate(
+    model: nn.Module, loader: Iterable[dict], metric_fn: MetricFn, device: torch.device | str | None = None
+) -> float:
     """The fraction ``sum(correct) / sum(total)`` of ``metric_fn`` over ``loader``."""
     device = torch.device(device) if device is not None else next(model.parameters()).device
     correct = total = 0

@@ -97,7 +97,9 @@ def seq2seq_loss(model: nn.Module, batch: dict) -> torch.Tensor:
 def seq2seq_exact_match(model: nn.Module, batch: dict) -> tuple[int, int]:
     """Sequences whose greedy decoding (up to and including EOS) equals the answer exactly."""
     target = batch["target_out"]  # (batch, max_len + 1): answer, EOS, PAD...
-    generated = greedy_decode(model, batch["source"], target.shape[1], bos=BOS, eos=EOS, source_padding=batch["source_padding"])
+    generated = greedy_decode(
+        model, batch["source"], target.shape[1], bos=BOS, eos=EOS, source_padding=batch["source_padding"]
+    )
     width = generated.shape[1]
     padded = torch.full_like(target, EOS)
     padded[:, :width] = generated

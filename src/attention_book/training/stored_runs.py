@@ -35,8 +35,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from ..device import cpu_name
 from .._files import STORED_FOLDER, is_stored, record_stored_file, stored_file
+from ..device import cpu_name
 
 __all__ = ["StoredRuns", "SEEDS_VARIABLE", "machine_description"]
 
@@ -54,8 +54,10 @@ def _format(value: float, percent: bool) -> str:
 def machine_description() -> str:
     """The machine a run was trained on, as stored with it: CPU, cores, torch threads and version."""
     threads = torch.get_num_threads()
-    return (f"{cpu_name()} ({os.cpu_count()} cores, {threads} torch thread{'s' if threads != 1 else ''}), "
-            f"{platform.system()}, torch {torch.__version__}")
+    return (
+        f"{cpu_name()} ({os.cpu_count()} cores, {threads} torch thread{'s' if threads != 1 else ''}), "
+        f"{platform.system()}, torch {torch.__version__}"
+    )
 
 
 class StoredRuns:
@@ -75,8 +77,14 @@ class StoredRuns:
         if not chapter.isidentifier():
             raise ValueError(f"chapter must be a short name such as 'chapter06', not {chapter!r}")
         resolution = dict(resolution or {})
-        bad = {key: value for key, value in resolution.items()
-               if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0}
+        bad = {
+            key: value
+            for key, value in resolution.items()
+            if not isinstance(key, str)
+            or isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not value >= 0
+        }
         if bad:
             raise ValueError(f"resolution must map names of info numbers to numbers >= 0, not {bad!r}")
         self.resolution = resolution
@@ -115,8 +123,14 @@ class StoredRuns:
         live = seed in self.live_seeds if live is None else live
         return self.mode != "load" or live or not self._stored_info
 
-    def run(self, name: str, seed: int, build: Callable[[], nn.Module], train: Callable[[nn.Module], dict | None],
-            live: bool | None = None) -> tuple[nn.Module, dict]:
+    def run(
+        self,
+        name: str,
+        seed: int,
+        build: Callable[[], nn.Module],
+        train: Callable[[nn.Module], dict | None],
+        live: bool | None = None,
+    ) -> tuple[nn.Module, dict]:
         """The model ``name`` of ``seed``, trained by ``train`` here or loaded; and its info dict.
 
         ``live`` overrides ``live_seeds`` for this run (``live=False``: loaded even for seed 0)."""
@@ -131,15 +145,19 @@ class StoredRuns:
             self.record(name, seed, model, info)
         else:
             if entry not in self._stored_info:
-                raise KeyError(f"the stored runs of {self.chapter} have no {entry!r}; they have {sorted(self._stored_info)}. "
-                               f"Run `make seeds` to store them again.")
+                raise KeyError(
+                    f"the stored runs of {self.chapter} have no {entry!r}; they have {sorted(self._stored_info)}. "
+                    f"Run `make seeds` to store them again."
+                )
             state = self._stored_state(entry)
             try:
                 model.load_state_dict(state)
             except RuntimeError as error:
                 first = str(error).strip().splitlines()[0]
-                raise ValueError(f"the stored run {entry!r} of {self.chapter} does not fit the model build() returned ({first}): "
-                                 "the chapter's model changed after the runs were stored. Run `make seeds` to store them again.") from None
+                raise ValueError(
+                    f"the stored run {entry!r} of {self.chapter} does not fit the model build() returned ({first}): "
+                    "the chapter's model changed after the runs were stored. Run `make seeds` to store them again."
+                ) from None
             info = dict(self._stored_info[entry])
             self._loaded.setdefault(name, []).append(int(seed))
         model.eval()
@@ -153,7 +171,9 @@ class StoredRuns:
         try:
             json.dumps(info)
         except TypeError as error:
-            raise ValueError(f"the info of a run must be a dict of plain numbers and texts (JSON), not {info!r}: {error}") from None
+            raise ValueError(
+                f"the info of a run must be a dict of plain numbers and texts (JSON), not {info!r}: {error}"
+            ) from None
         state = {key: value.detach().cpu().clone() for key, value in model.state_dict().items()}
         if entry in self._stored_info:
             self._compare(entry, state, info)
@@ -163,7 +183,7 @@ class StoredRuns:
     def _stored_state(self, entry: str) -> dict[str, torch.Tensor]:
         """The stored weights of ``entry`` ("name/seedN") as a state dict."""
         prefix = f"{entry}/"
-        return {key[len(prefix):]: value for key, value in self._stored.items() if key.startswith(prefix)}
+        return {key[len(prefix) :]: value for key, value in self._stored.items() if key.startswith(prefix)}
 
     def _compare(self, entry: str, state: dict, info: dict) -> None:
         """Compare a run trained here with its stored copy by outcome: each number of ``info`` against
@@ -192,16 +212,22 @@ class StoredRuns:
             def shown(number):
                 return _format(number, percent)
 
-            compared.append(f"{key} {shown(value)} here, {shown(self._stored_info[entry][key])} stored "
-                            f"(seeds span {shown(low)} to {shown(high)})")
+            compared.append(
+                f"{key} {shown(value)} here, {shown(self._stored_info[entry][key])} stored "
+                f"(seeds span {shown(low)} to {shown(high)})"
+            )
             if not low_band <= value <= high_band:
                 self.mismatches.append(
                     f"{entry}: {key} {shown(value)} here, outside {shown(low_band)} to {shown(high_band)} "
                     f"(the {len(values)} stored seeds span {shown(low)} to {shown(high)}, widened by "
-                    + ("that spread)" if widening == high - low else f"the resolution {shown(widening)})"))
+                    + ("that spread)" if widening == high - low else f"the resolution {shown(widening)})")
+                )
         if compared:
-            self.checks.append(f"{entry} trained here and compared by outcome: " + "; ".join(compared)
-                               + ": within the spread of the seeds")
+            self.checks.append(
+                f"{entry} trained here and compared by outcome: "
+                + "; ".join(compared)
+                + ": within the spread of the seeds"
+            )
         else:
             self.checks.append(f"{entry} trained here (no outcome stored to compare)")
 
@@ -209,14 +235,18 @@ class StoredRuns:
         """What was loaded since the last report, and for each run trained here that is also stored,
         how far the two are apart."""
         if self._loaded:
-            runs = "; ".join(f"{name}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}" for name, seeds in self._loaded.items())
+            runs = "; ".join(
+                f"{name}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+                for name, seeds in self._loaded.items()
+            )
             lines = [f"loaded from {self.file}: {runs}", f"(trained by {self.stored_by})"]
         else:
             lines = ["every run above trained here"]
         lines, self.checks, self._loaded = lines + self.checks, [], {}
         if self.mismatches:
             raise RuntimeError(
-                f"runs trained here reached other outcomes than the ones stored in {self.file}: " + "; ".join(self.mismatches)
+                f"runs trained here reached other outcomes than the ones stored in {self.file}: "
+                + "; ".join(self.mismatches)
                 + ". Another machine's rounding moves an outcome about as far as another seed does, not further: "
                 "the chapter's models, data or recipe changed after the runs were stored. Run `make seeds` "
                 "(python tools/store_seed_runs.py) to train and store them again."

@@ -104,16 +104,26 @@ def train_from_scratch(
     require_count(epochs, "epochs")
     require_count(batch_size, "batch_size")
     torch.manual_seed(seed)
-    model = EncoderClassifier(len(vocabulary), 2, pooling="mean", **{**SMALL_MODEL, "max_len": max_tokens, **model_options})
+    model = EncoderClassifier(
+        len(vocabulary), 2, pooling="mean", **{**SMALL_MODEL, "max_len": max_tokens, **model_options}
+    )
     if encoder is not None:
         model.encoder = copy.deepcopy(encoder)
     tokens, padding_mask = vocabulary.encode(texts, max_tokens)
     batches = LengthBatches(
-        {"tokens": tokens, "padding_mask": padding_mask, "label": labels}, batch_size, torch.Generator().manual_seed(seed)
+        {"tokens": tokens, "padding_mask": padding_mask, "label": labels},
+        batch_size,
+        torch.Generator().manual_seed(seed),
     )
     history = fit(
-        model, batches, classification_loss, epochs=epochs, optimizer=_adamw(model.parameters(), lr),
-        clip_norm=None, progress=progress, description="from scratch",
+        model,
+        batches,
+        classification_loss,
+        epochs=epochs,
+        optimizer=_adamw(model.parameters(), lr),
+        clip_norm=None,
+        progress=progress,
+        description="from scratch",
     )
     return model, history
 
@@ -158,18 +168,29 @@ def train_mlm(
     texts = require_texts(texts)
     require_count(steps, "steps")
     torch.manual_seed(seed)
-    model = TokenClassifier(len(vocabulary), len(vocabulary), **{**SMALL_MODEL, "max_len": max_tokens, **encoder_options})
+    model = TokenClassifier(
+        len(vocabulary), len(vocabulary), **{**SMALL_MODEL, "max_len": max_tokens, **encoder_options}
+    )
     tokens, padding_mask = vocabulary.encode(texts, max_tokens)
     generator = torch.Generator().manual_seed(seed)
     batches = LengthBatches({"tokens": tokens, "padding_mask": padding_mask}, batch_size, generator)
 
     def loss(model: nn.Module, batch: dict) -> torch.Tensor:
         corrupted, targets = mask_tokens(batch["tokens"], batch["padding_mask"], generator, vocab_size=len(vocabulary))
-        return masked_token_loss(model, {"tokens": corrupted, "padding_mask": batch["padding_mask"], "targets": targets})
+        return masked_token_loss(
+            model, {"tokens": corrupted, "padding_mask": batch["padding_mask"], "targets": targets}
+        )
 
     history = fit(
-        model, batches, loss, epochs=-(-steps // len(batches)), max_steps=steps,
-        optimizer=_adamw(model.parameters(), lr), clip_norm=None, progress=progress, description="masked LM",
+        model,
+        batches,
+        loss,
+        epochs=-(-steps // len(batches)),
+        max_steps=steps,
+        optimizer=_adamw(model.parameters(), lr),
+        clip_norm=None,
+        progress=progress,
+        description="masked LM",
     )
     return model, history
 
@@ -249,17 +270,19 @@ class ReviewFeatures:
         """Frozen features of one layer: (N, d). 0 = the embedding output, -1 = the last layer."""
         return self.pooled[:, index]
 
-    def take(self, n: int) -> "ReviewFeatures":
+    def take(self, n: int) -> ReviewFeatures:
         """The features of the first ``n`` texts (as ``TextSplit.take``)."""
         require_count(n, "n", 1, len(self))
         return self.rows(0, n)
 
-    def rows(self, start: int, stop: int) -> "ReviewFeatures":
+    def rows(self, start: int, stop: int) -> ReviewFeatures:
         """The features of texts ``start`` to ``stop - 1``."""
         if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop <= len(self)):
             raise ValueError(f"need 0 <= start < stop <= {len(self)}, but start={start!r} and stop={stop!r}")
         part = slice(start, stop)
-        return ReviewFeatures(self.pooled[part], self.states[part], self.padding_mask[part], self.split_layer, self.seconds)
+        return ReviewFeatures(
+            self.pooled[part], self.states[part], self.padding_mask[part], self.split_layer, self.seconds
+        )
 
 
 Observer = Callable[[list, torch.Tensor, list], None]
@@ -302,7 +325,9 @@ def encode_reviews(
             states[index, :T] = hidden[split_layer].cpu()
             padding[index, :T] = batch.padding_mask.cpu()
     T = int(padding.sum(dim=1).max())
-    return ReviewFeatures(pooled, states[:, :T].contiguous(), padding[:, :T].contiguous(), split_layer, time.perf_counter() - start)
+    return ReviewFeatures(
+        pooled, states[:, :T].contiguous(), padding[:, :T].contiguous(), split_layer, time.perf_counter() - start
+    )
 
 
 def throughput(features: ReviewFeatures) -> float:
@@ -335,7 +360,12 @@ def _check_features(features, labels) -> torch.Tensor:
 
 
 def train_linear_probe(
-    features: torch.Tensor, labels: torch.Tensor, steps: int = 200, lr: float = 0.05, weight_decay: float = 1e-3, seed: int = 0
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    steps: int = 200,
+    lr: float = 0.05,
+    weight_decay: float = 1e-3,
+    seed: int = 0,
 ) -> LinearProbe:
     """Logistic regression on frozen features: full-batch Adam on the cross-entropy plus
     ``weight_decay`` times the squared weights (the bias is not penalised)."""
@@ -346,7 +376,9 @@ def train_linear_probe(
     probe = LinearProbe(features.mean(0), features.std(0).clamp_min(1e-6), max(2, int(labels.max()) + 1))
 
     def penalised_loss(probe: nn.Module, batch: dict) -> torch.Tensor:
-        return F.cross_entropy(probe(batch["features"]), batch["label"]) + weight_decay * probe.linear.weight.pow(2).sum()
+        return (
+            F.cross_entropy(probe(batch["features"]), batch["label"]) + weight_decay * probe.linear.weight.pow(2).sum()
+        )
 
     full_batch = [{"features": features, "label": labels}]
     fit(probe, full_batch, penalised_loss, epochs=steps, lr=lr, clip_norm=None, progress=False)
@@ -422,11 +454,19 @@ def fine_tune_top_layers(
     )
     batches = LengthBatches(
         {"tokens": features.states, "padding_mask": features.padding_mask, "label": labels},
-        batch_size, torch.Generator().manual_seed(seed),
+        batch_size,
+        torch.Generator().manual_seed(seed),
     )
     history = fit(
-        model, batches, classification_loss, epochs=-(-steps // len(batches)), max_steps=steps,
-        optimizer=optimizer, clip_norm=None, progress=progress, description="fine-tuning",
+        model,
+        batches,
+        classification_loss,
+        epochs=-(-steps // len(batches)),
+        max_steps=steps,
+        optimizer=optimizer,
+        clip_norm=None,
+        progress=progress,
+        description="fine-tuning",
     )
     return model, history
 
@@ -501,20 +541,34 @@ class StudyPlan:
         for name in ("small_steps", "fine_tune_steps"):
             steps = getattr(self, name)
             missing = [n for n in self.sizes if n not in steps]
-            needed = "scratch" in self.arms or "MLM then fine-tuned" in self.arms if name == "small_steps" else "fine-tuned" in self.arms
+            needed = (
+                "scratch" in self.arms or "MLM then fine-tuned" in self.arms
+                if name == "small_steps"
+                else "fine-tuned" in self.arms
+            )
             if needed and missing:
                 raise ValueError(f"{name} must give a step budget for every size, but {missing} are missing")
 
     def as_dict(self) -> dict:
         return {
-            "sizes": list(self.sizes), "repeats": self.repeats, "arms": list(self.arms),
+            "sizes": list(self.sizes),
+            "repeats": self.repeats,
+            "arms": list(self.arms),
             "small_steps": {str(n): s for n, s in self.small_steps.items()},
             "fine_tune_steps": {str(n): s for n, s in self.fine_tune_steps.items()},
-            "mlm_steps": self.mlm_steps, "checkpoints": self.checkpoints, "fine_tune_checkpoints": self.fine_tune_checkpoints,
-            "probe_weight_decays": list(self.probe_weight_decays), "probe_steps": self.probe_steps,
-            "batch_size": self.batch_size, "small_lr": self.small_lr, "fine_tune_lr": self.fine_tune_lr,
-            "head_lr": self.head_lr, "max_tokens": self.max_tokens, "split_layer": self.split_layer,
-            "arm_sizes": {arm: list(sizes) for arm, sizes in self.arm_sizes.items()}, "shared_mlm": self.shared_mlm,
+            "mlm_steps": self.mlm_steps,
+            "checkpoints": self.checkpoints,
+            "fine_tune_checkpoints": self.fine_tune_checkpoints,
+            "probe_weight_decays": list(self.probe_weight_decays),
+            "probe_steps": self.probe_steps,
+            "batch_size": self.batch_size,
+            "small_lr": self.small_lr,
+            "fine_tune_lr": self.fine_tune_lr,
+            "head_lr": self.head_lr,
+            "max_tokens": self.max_tokens,
+            "split_layer": self.split_layer,
+            "arm_sizes": {arm: list(sizes) for arm, sizes in self.arm_sizes.items()},
+            "shared_mlm": self.shared_mlm,
         }
 
     def sizes_of(self, arm: str) -> tuple[int, ...]:
@@ -563,7 +617,11 @@ def prepare_study(
         tokens[name] = vocabulary.encode(texts[name], max_tokens)
         if pretrained_features:
             features[name] = encode_reviews(
-                pretrained, texts[name], max_tokens=max_tokens, split_layer=split_layer, observe=(observe or {}).get(name)
+                pretrained,
+                texts[name],
+                max_tokens=max_tokens,
+                split_layer=split_layer,
+                observe=(observe or {}).get(name),
             )
     return StudyData(vocabulary, texts, labels, tokens, features if pretrained_features else None)
 
@@ -604,8 +662,16 @@ def _train_keeping_best(model, batches, loss_fn, optimizer, steps, checkpoints, 
                 best.update(score=value, step=step, state=copy.deepcopy(model.state_dict()))
 
     history = fit(
-        model, batches, loss_fn, epochs=-(-steps // len(batches)), max_steps=steps, optimizer=optimizer,
-        clip_norm=None, progress=False, description=description, on_step=on_step,
+        model,
+        batches,
+        loss_fn,
+        epochs=-(-steps // len(batches)),
+        max_steps=steps,
+        optimizer=optimizer,
+        clip_norm=None,
+        progress=False,
+        description=description,
+        on_step=on_step,
     )
     model.load_state_dict(best["state"])
     return best["step"], best["score"], history
@@ -619,31 +685,54 @@ def _study_small(data: StudyData, rows: torch.Tensor, plan: StudyPlan, steps: in
         model.encoder = copy.deepcopy(encoder)
     batches = LengthBatches(
         {"tokens": tokens[rows], "padding_mask": padding_mask[rows], "label": data.labels["train"][rows]},
-        plan.batch_size, torch.Generator().manual_seed(seed),
+        plan.batch_size,
+        torch.Generator().manual_seed(seed),
     )
     valid = (*data.tokens["validation"], data.labels["validation"])
     step, score, _ = _train_keeping_best(
-        model, batches, classification_loss, _adamw(model.parameters(), plan.small_lr), steps, plan.checkpoints,
-        lambda m: _small_accuracy(m, *valid), "small encoder",
+        model,
+        batches,
+        classification_loss,
+        _adamw(model.parameters(), plan.small_lr),
+        steps,
+        plan.checkpoints,
+        lambda m: _small_accuracy(m, *valid),
+        "small encoder",
     )
     return model, step, score
 
 
-def _study_fine_tune(pretrained: PretrainedEncoder, data: StudyData, rows: torch.Tensor, plan: StudyPlan, steps: int, seed: int):
+def _study_fine_tune(
+    pretrained: PretrainedEncoder, data: StudyData, rows: torch.Tensor, plan: StudyPlan, steps: int, seed: int
+):
     features = data.features["train"]
     torch.manual_seed(seed)
     model = TopLayersClassifier(pretrained, features.split_layer)
     optimizer = torch.optim.AdamW(
-        [{"params": model.layers.parameters(), "lr": plan.fine_tune_lr}, {"params": model.head.parameters(), "lr": plan.head_lr}],
+        [
+            {"params": model.layers.parameters(), "lr": plan.fine_tune_lr},
+            {"params": model.head.parameters(), "lr": plan.head_lr},
+        ],
         weight_decay=0.01,
     )
     batches = LengthBatches(
-        {"tokens": features.states[rows], "padding_mask": features.padding_mask[rows], "label": data.labels["train"][rows]},
-        plan.batch_size, torch.Generator().manual_seed(seed),
+        {
+            "tokens": features.states[rows],
+            "padding_mask": features.padding_mask[rows],
+            "label": data.labels["train"][rows],
+        },
+        plan.batch_size,
+        torch.Generator().manual_seed(seed),
     )
     step, score, _ = _train_keeping_best(
-        model, batches, classification_loss, optimizer, steps, plan.fine_tune_checkpoints,
-        lambda m: fine_tuned_accuracy(m, data.features["validation"], data.labels["validation"]), "fine-tuning",
+        model,
+        batches,
+        classification_loss,
+        optimizer,
+        steps,
+        plan.fine_tune_checkpoints,
+        lambda m: fine_tuned_accuracy(m, data.features["validation"], data.labels["validation"]),
+        "fine-tuning",
     )
     return model, step, score
 
@@ -660,15 +749,27 @@ def run_study(pretrained: PretrainedEncoder, data: StudyData, plan: StudyPlan, p
 
     total = len(data.labels["train"])
     if data.features is None and any(arm in ("frozen", "fine-tuned") for arm in plan.arms):
-        raise ValueError("the frozen and fine-tuned arms need the pretrained encoder's features: prepare_study(..., pretrained_features=True)")
-    if data.features is not None and any(arm == "fine-tuned" for arm in plan.arms) and data.features["train"].split_layer != plan.split_layer:
-        raise ValueError(f"the plan fine-tunes from layer {plan.split_layer}, but the features were stored at layer {data.features['train'].split_layer}")
+        raise ValueError(
+            "the frozen and fine-tuned arms need the pretrained encoder's features: prepare_study(..., pretrained_features=True)"
+        )
+    if (
+        data.features is not None
+        and any(arm == "fine-tuned" for arm in plan.arms)
+        and data.features["train"].split_layer != plan.split_layer
+    ):
+        raise ValueError(
+            f"the plan fine-tunes from layer {plan.split_layer}, but the features were stored at layer {data.features['train'].split_layer}"
+        )
     too_big = [n for n in plan.sizes if n > total]
     if too_big:
         raise ValueError(f"sizes must be at most the {total} training examples, but {too_big} were given")
     splits = [name for name in ("validation", "test") if name in data.labels]
-    results: dict = {"plan": plan.as_dict(), "seconds": {}, "arms": {}, "baseline": {
-        name: float(data.labels[name].float().mean()) for name in ("train", *splits)}}
+    results: dict = {
+        "plan": plan.as_dict(),
+        "seconds": {},
+        "arms": {},
+        "baseline": {name: float(data.labels[name].float().mean()) for name in ("train", *splits)},
+    }
     runs = sum(len(plan.sizes_of(arm)) for arm in plan.arms) * plan.repeats
     bar = tqdm(total=runs, desc="transfer study", disable=not progress)
     finals: dict[str, dict[int, list]] = {}  # arm -> size -> the chosen model of every repeat
@@ -680,8 +781,14 @@ def run_study(pretrained: PretrainedEncoder, data: StudyData, plan: StudyPlan, p
         if arm == "MLM then fine-tuned":
             for repeat in range(1 if plan.shared_mlm else plan.repeats):
                 bar.set_postfix_str(f"MLM pretraining, run {repeat + 1}")
-                mlm, _ = train_mlm(data.vocabulary, data.texts["train"], steps=plan.mlm_steps, batch_size=plan.batch_size,
-                                   max_tokens=plan.max_tokens, seed=repeat)
+                mlm, _ = train_mlm(
+                    data.vocabulary,
+                    data.texts["train"],
+                    steps=plan.mlm_steps,
+                    batch_size=plan.batch_size,
+                    max_tokens=plan.max_tokens,
+                    seed=repeat,
+                )
                 pretrained_small[repeat] = mlm.encoder
             if plan.shared_mlm:
                 pretrained_small = {repeat: pretrained_small[0] for repeat in range(plan.repeats)}
@@ -694,8 +801,13 @@ def run_study(pretrained: PretrainedEncoder, data: StudyData, plan: StudyPlan, p
                 for repeat in range(plan.repeats):
                     rows = study_subset(n, repeat, total)
                     for decay in plan.probe_weight_decays:
-                        probe = train_linear_probe(train_x[rows], data.labels["train"][rows], steps=plan.probe_steps,
-                                                   weight_decay=decay, seed=repeat)
+                        probe = train_linear_probe(
+                            train_x[rows],
+                            data.labels["train"][rows],
+                            steps=plan.probe_steps,
+                            weight_decay=decay,
+                            seed=repeat,
+                        )
                         probes[decay].append(probe)
                         scores[decay].append(probe_accuracy(probe, valid_x, data.labels["validation"]))
                     bar.update(1)
@@ -711,7 +823,9 @@ def run_study(pretrained: PretrainedEncoder, data: StudyData, plan: StudyPlan, p
                 if arm == "fine-tuned":
                     model, step, score = _study_fine_tune(pretrained, data, rows, plan, plan.fine_tune_steps[n], repeat)
                 else:
-                    model, step, score = _study_small(data, rows, plan, plan.small_steps[n], repeat, pretrained_small.get(repeat))
+                    model, step, score = _study_small(
+                        data, rows, plan, plan.small_steps[n], repeat, pretrained_small.get(repeat)
+                    )
                 record["validation"].append(score)
                 record["chosen"].append(step)
                 finals[arm][n].append(model)
@@ -734,8 +848,22 @@ def _test_accuracy(arm: str, model: nn.Module, data: StudyData) -> float:
 
 
 # Two-sided 95 % quantiles of Student's t distribution, by degrees of freedom.
-_T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-          12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+_T_975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    12: 2.179,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
 
 
 def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
@@ -762,11 +890,12 @@ def summarize_study(results: dict, split: str = "test") -> dict[str, dict[int, t
     return summary
 
 
-def paired_difference(results: dict, arm: str, other: str, size: int, split: str = "test") -> tuple[float, float, float]:
+def paired_difference(
+    results: dict, arm: str, other: str, size: int, split: str = "test"
+) -> tuple[float, float, float]:
     """(mean, low, high) of ``arm`` minus ``other`` at ``size``, paired by repeat (same subset and seed)."""
     ours, theirs = results["arms"][arm][str(size)][split], results["arms"][other][str(size)][split]
     return mean_interval([a - b for a, b in zip(ours, theirs, strict=True)])
-
 
 
 FULL_STUDY = StudyPlan(
@@ -817,8 +946,13 @@ def study_fingerprint() -> dict:
     tree = ast.parse(inspect.getsource(sys.modules[__name__]))
     for node in ast.walk(tree):  # docstrings (of functions, classes and methods) are not code
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                and isinstance(body[0].value.value, str):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             node.body = body[1:] or [ast.Pass()]
     top: dict[str, ast.AST] = {}
     for node in tree.body:
