@@ -16,11 +16,13 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUILD_DIR := _build
 
-.PHONY: help setup book test lab exercises bench seeds study clean node browser
+.PHONY: help setup book test lint format lab exercises bench seeds study clean node browser
 
 help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
 	@echo "make test       run every test: unit, notebooks (nbval), exercises, site, browser"
+	@echo "make lint       ruff check and ruff format --check (make test runs them too)"
+	@echo "make format     fix what ruff can fix and format the code (not the chapters)"
 	@echo "make lab        open the chapters in JupyterLab (their Colab edition, notebooks/colab/)"
 	@echo "make exercises  regenerate notebooks/colab/ and notebooks/exercises/ from the chapters"
 	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
@@ -78,6 +80,17 @@ test: $(STAMP) $(NODE_STAMP) browser
 # the student notebooks (exercises/, also portable) are one folder up in the same file browser.
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks --LabApp.default_url=/lab/tree/colab --LabApp.app_settings_dir=$(CURDIR)/tools/lab-settings --config=$(CURDIR)/tools/jupyter_server_config.py $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+
+# The code ruff checks (the chapters are excluded in pyproject.toml); tests/book/test_lint.py runs the same.
+LINTED := src tests tools benchmarks
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix $(LINTED)
+	$(BIN)/ruff format $(LINTED)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
