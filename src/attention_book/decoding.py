@@ -20,6 +20,18 @@ from .transformer import Decoder, EncoderDecoder
 __all__ = ["greedy_decode", "beam_search", "sequence_log_prob"]
 
 
+def _keep_every_steps_weights(layers, rows, *, steps: int) -> None:
+    """Stack the one-row weights of each cached step, so each layer holds what one full pass leaves.
+
+    ``rows`` holds, per layer, each step's self-attention row (batch, heads, 1, t) and
+    cross-attention row (batch, heads, 1, T_in).
+    """
+    for layer, (own, cross) in zip(layers, rows):
+        # Row t attended to t + 1 positions; later positions get weight 0, as under a causal mask.
+        layer.self_attn.last_weights = torch.cat([F.pad(row, (0, steps - row.shape[-1])) for row in own], dim=2)
+        layer.cross_attn.last_weights = torch.cat(cross, dim=2)  # (batch, heads, L, T_in)
+
+
 @torch.no_grad()
 def greedy_decode(
     model: EncoderDecoder,
@@ -87,12 +99,8 @@ def greedy_decode(
             finished |= next_token == eos
             if finished.all():
                 break
-    steps = len(step_logits)
     if cache:  # the full-pass loop's last pass already left these
-        for layer, (own, cross) in zip(model.decoder.layers, rows):
-            # Row t attended to t + 1 positions; later positions get weight 0, as under a causal mask.
-            layer.self_attn.last_weights = torch.cat([F.pad(row, (0, steps - row.shape[-1])) for row in own], dim=2)
-            layer.cross_attn.last_weights = torch.cat(cross, dim=2)  # (batch, heads, L, T_in)
+        _keep_every_steps_weights(model.decoder.layers, rows, steps=len(step_logits))
     if return_logits:
         return generated[:, 1:], torch.stack(step_logits, dim=1)  # (batch, L), (batch, L, vocab)
     return generated[:, 1:]
