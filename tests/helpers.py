@@ -26,3 +26,13 @@ def tool(name: str) -> ModuleType:
     if str(TOOLS) not in sys.path:
         sys.path.insert(0, str(TOOLS))
     return importlib.import_module(name)
+
+
+def expected_hint(exercise_id: str, answer, registered_hint: str) -> str:
+    """What ``check``'s line must contain for a wrong answer (issue 32): the name of the first property the
+    answer breaks, or, where no property's probe finds one, the hint registered for it (the fallback)."""
+    from attention_book.exercises import get
+    from attention_book.exercises._core import broken_property
+
+    broken = broken_property(get(exercise_id), answer)
+    return f"{broken[0].name}: " if broken else registered_hint

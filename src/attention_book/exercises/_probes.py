@@ -92,7 +92,8 @@ def softmax_probe(weights_of: Callable, d: int = 4) -> Callable:
         if not (A[0] < A[1] < A[2]):
             return (
                 f"keys whose scaled scores are 0, 1 and 2 got weights {_fmt(A)}: the key with the larger score must get "
-                "the larger weight (the softmax exponentiates the scores; no minus sign, no other function)"
+                "the larger weight, exp(score) divided by the sum over the keys (check the scores you give the softmax: "
+                "q.k for this query and key, nothing else applied)"
             )
         first, second = math.log(A[1] / A[0]), math.log(A[2] / A[1])
         if abs(first - second) > 1e-3 * max(abs(first), abs(second)):
@@ -240,7 +241,7 @@ def values_probe(output_and_weights: Callable, keys_like_values: bool = True) ->
         expected = A @ values
         if torch.allclose(H, expected, atol=1e-4, rtol=1e-4):
             return None
-        if keys_like_values and torch.allclose(H, A @ K, atol=1e-4, rtol=1e-4):
+        if keys_like_values and torch.allclose(H, A @ K.double(), atol=1e-4, rtol=1e-4):
             return "your H is your weights times the KEYS: the output averages the values, H = A V"
         difference = float((H - expected).abs().max())
         return (

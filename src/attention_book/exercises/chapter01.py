@@ -40,7 +40,7 @@ from ._core import (
     register,
     require_tensor_like,
 )
-from ._probes import SCALE, _describe_divisors, _graded_keys, _randn, attention_properties, values_probe
+from ._probes import SCALE, _describe_divisors, _randn, attention_properties, values_probe
 
 # ---------------------------------------------------------------------------------
 # 1.1 Scores and weights of one query
@@ -447,7 +447,6 @@ def _scores_scale_probe(answer):
     """Keys e_1, -e_0 and e_0 + e_1 against the query 2 e_0: dot products 0, -2 and 2 (the first key is at right
     angles to the query), at d_k = 4 and 16; the scores must be these divided by sqrt(d_k)."""
     implied = []
-    dots = torch.tensor([0.0, -2.0, 2.0], dtype=torch.float64)
     for d in (4, 16):
         query = torch.zeros(d)
         query[0] = 2.0

@@ -550,6 +550,11 @@ def _hardmax_ties(answer):
     for row, m in ((0, 2), (1, 3)):
         tied = scores[row] == scores[row].max()
         if not torch.allclose(got[row][tied], torch.full((m,), 1.0 / m, dtype=torch.float64), atol=1e-6):
+            if torch.allclose(got[row][tied], torch.ones(m, dtype=torch.float64)):
+                return (
+                    f"row {row} has m = {m} tied maxima (scores {scores[row].tolist()}) and each got 1, so the row sums to m = {m}: "
+                    f"they must share the weight equally, 1/m = {1 / m:.3g} each (divide by the number of maxima in the row)"
+                )
             return (
                 f"row {row} has m = {m} tied maxima (scores {scores[row].tolist()}); they got {[round(float(w), 3) for w in got[row][tied]]} "
                 f"but must share the weight equally, 1/m = {1 / m:.3g} each (so the row still sums to 1)"
@@ -588,6 +593,15 @@ def _sparsemax_one_threshold(answer):
         support = got > 0
         if not support.any():
             raise Inconclusive("all zero")
+        tiny = support & (got < 1e-4)
+        if tiny.any() and (support & ~tiny).any():
+            rest = z[support & ~tiny] - got[support & ~tiny]
+            if float(rest.max() - rest.min()) <= 1e-5:
+                return (
+                    f"for the scores {_short(scores)} your weights are right where they are large, but where sparsemax gives "
+                    f"exactly 0 yours give up to {float(got[tiny].max()):.1e}: sparsemax is sparse, so those must be exactly zero "
+                    "(clamp z - theta at 0)"
+                )
         thetas = z[support] - got[support]
         theta = float(thetas.mean())
         if float(thetas.max() - thetas.min()) > 1e-5:
@@ -618,8 +632,9 @@ def _sparsemax_gradient(answer):
         return None
     return (
         f"for the chapter's scores and an upstream gradient {upstream.tolist()}, autograd gives {None if gradient is None else [round(float(g), 3) for g in gradient]} "
-        f"where sparsemax's gradient is {[round(float(g), 3) for g in expected]}: the threshold theta depends on the scores, so "
-        "compute it from the scores tensor itself (no .item(), float(), .detach() or a detached sorted copy)"
+        f"where sparsemax's gradient is {[round(float(g), 3) for g in expected]}: the threshold theta depends on the scores, but "
+        "autograd does not see that unless you compute it from the scores tensor itself (no .item(), float(), .detach() "
+        "or a detached sorted copy)"
     )
 
 

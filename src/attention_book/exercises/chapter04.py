@@ -25,6 +25,7 @@ from ..multihead import merge_heads as reference_merge
 from ..multihead import split_heads as reference_split
 from ._core import (
     ExerciseFailure,
+    Inconclusive,
     Mistake,
     Property,
     add_properties,
@@ -653,9 +654,35 @@ def _in_bias_probe(answer):
     )
 
 
+def _heads_probe(answer):
+    """Identity projections, 3 heads of 2 features, and tokens whose only nonzero features are 2 and 3 (head 1's
+    block): heads 0 and 2 see all-zero queries and keys, so each of their rows is uniform, and head 1's are not.
+    Rows that do not sum to 1 are left to the softmax probes."""
+    generator = torch.Generator().manual_seed(63)
+    d_model, heads, d_head, T = 6, 3, 2, 4
+    x = torch.zeros(1, T, d_model)
+    x[0, :, 2:4] = 2.0 * torch.randn(T, 2, generator=generator)
+    in_w = torch.cat([torch.eye(d_model)] * 3, 0)
+    _, weights = _mha_call(answer, x, in_w, torch.zeros(3 * d_model), torch.eye(d_model), torch.zeros(d_model), heads)
+    rows = weights[0].sum(dim=-1)
+    if not torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
+        raise Inconclusive("the softmax axis probe says more")
+    uniform = [bool(torch.allclose(weights[0, h], torch.full((T, T), 1.0 / T, dtype=torch.float64), atol=1e-5)) for h in range(heads)]
+    if uniform == [True, False, True]:
+        return None
+    wrong = [h for h, flat in enumerate(uniform) if flat != (h != 1)]
+    return (
+        f"with identity projections, {heads} heads of d_head = {d_head}, and tokens whose only nonzero features are 2 and 3 "
+        f"(head 1's block), heads 0 and 2 must see zero queries and keys (every weight 1/{T}) and head 1 the rest; your head "
+        f"{wrong[0]} {'has uniform weights' if uniform[wrong[0]] else 'does not'}: split each token's d_model features into "
+        "num_heads consecutive blocks, reshape(batch, T, num_heads, d_head), then transpose(1, 2) to (batch, num_heads, T, d_head)"
+    )
+
+
 add_properties(
     "4.3",
     [
+        Property("the heads (head h reads its own block of d_head features of q, k and v)", _heads_probe),
         *attention_properties(
             _mha_weights_of, sizes=lambda d: {"d_model": 5 * d, "num_heads": 5}, axis_sizes=(3, 3)
         ),

@@ -1136,8 +1136,8 @@ add_properties(
     "5.6",
     [
         Property("a learned table (an nn.Parameter or nn.Embedding of max_len x d_model)", _learned_table_probe),
-        Property("training reaches the table (gradients flow to the rows of the positions used)", _learned_gradient_probe),
         Property("row t for position t", _learned_rows_probe),
+        Property("training reaches the table (gradients flow to the rows of the positions used)", _learned_gradient_probe),
         Property("the length check (ValueError when T > max_len)", _length_check_probe),
     ],
 )

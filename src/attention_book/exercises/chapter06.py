@@ -1231,7 +1231,7 @@ def _greedy_run(answer, stop, max_len):
 
 def _eos_probe(answer):
     max_len = 7
-    stop = [3, 9, 5]  # sequence 0 says EOS after 2 tokens, sequence 1 never, sequence 2 after 4
+    stop = [3, 9, 5]  # sequence 0 writes EOS as its 3rd token, sequence 1 never (within max_len 7), sequence 2 as its 5th
     model, source, got = _greedy_run(answer, stop, max_len)
     for b in range(got.shape[0]):
         row = got[b].tolist()
@@ -1279,12 +1279,14 @@ def _length_probe(answer):
     max_len = 7
     for stop in ([3, 9, 5], [2, 3]):
         model, source, got = _greedy_run(answer, stop, max_len)
-        finished = [min(s - 1, max_len) for s in stop]
-        wanted = min(max(finished), max_len)
+        # The scripted model says EOS as token number stop[b] (its prefix, BOS included, then has stop[b] tokens).
+        finished = [min(s, max_len) for s in stop]
+        wanted = max(finished)
         if got.shape[1] != wanted:
             return (
-                f"with max_len = {max_len} and sequences that finish after {finished} tokens, decoding should stop after "
-                f"{wanted} steps (when every sequence has written EOS, or at max_len), but your output has {got.shape[1]}"
+                f"with max_len = {max_len} and sequences that write EOS as their token number {[s for s in stop]} (or never "
+                f"within max_len), decoding should stop after {wanted} steps (when every sequence has written EOS, or at "
+                f"max_len), but your output has {got.shape[1]}"
             )
     return None
 

@@ -1,0 +1,192 @@
+"""Every property probe of every exercise (issue 32), each with a wrong answer that breaks that idea.
+
+A probe builds an input on which one idea decides the output; ``check`` names the first property an
+answer breaks. Each row below is (exercise, the start of a property's name, a wrong answer for it):
+the answer must fail with a line that names that property. The wrong answers come from the
+students' catalogue (``test_exercises_student_answers.py``), from the registered mistakes, or are
+written here for a property that those reach only after an earlier one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from attention_book.exercises import FAIL_MARK, REGISTRY, check, load_all
+from tests.unit import test_exercises_student_answers as catalogue
+
+load_all()
+
+
+def student(exercise_id: str, name: str):
+    """A wrong answer from the students' catalogue, by name."""
+    (answer,) = [a for e, n, a, _ in catalogue.WRONG if e == exercise_id and n == name]
+    return answer
+
+
+def registered(exercise_id: str, name: str):
+    """A registered mistake's answer, by name."""
+    (answer,) = [m.answer for m in REGISTRY[exercise_id].mistakes if m.name == name]
+    return answer
+
+
+# Answers written here: each breaks one property that the catalogue's answers break only after another.
+
+
+def _weights_of_sorted_scores(query, keys):
+    scores = keys @ query / math.sqrt(len(query))
+    return scores, torch.softmax(scores.sort().values, dim=-1)  # the weights no longer line up with the keys
+
+
+def _first_sequence_keys(Q, K, V, mask=None):
+    K = K[..., :1, :, :].expand_as(K) if K.dim() == 3 else K  # every sequence attends to the first one's keys
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return A @ V, A
+
+
+def _doubled_output(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    A = torch.softmax(S, dim=-1)
+    return 2.0 * (A @ V), A
+
+
+def _normalised_sigmoid_head(x_query, x_memory, W_Q, W_K, W_V):
+    A = torch.sigmoid((x_query @ W_Q) @ (x_memory @ W_K).T / math.sqrt(W_K.shape[1]))
+    A = A / A.sum(dim=-1, keepdim=True)  # rows sum to 1, but the weights are not exp(score) / sum
+    return A @ (x_memory @ W_V), A
+
+
+def _doubled_head_output(x_query, x_memory, W_Q, W_K, W_V):
+    A = torch.softmax((x_query @ W_Q) @ (x_memory @ W_K).T / math.sqrt(W_K.shape[1]), dim=-1)
+    return 2.0 * (A @ (x_memory @ W_V)), A
+
+
+def _pre_norm_without_feed_forward(layer, x, memory):
+    """Right for post-norm layers; a pre-norm layer forgets its third sub-layer."""
+    T = x.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).tril()
+    if not layer.norm_first:
+        x = layer.norm1(x + layer.self_attn(x, x, x, mask=future)[0])
+        x = layer.norm2(x + layer.cross_attn(x, memory, memory)[0])
+        return layer.norm3(x + layer.feed_forward(x))
+    h = layer.norm1(x)
+    x = x + layer.self_attn(h, h, h, mask=future)[0]
+    return x + layer.cross_attn(layer.norm2(x), memory, memory)[0]
+
+
+CASES = [
+    ("0.1", "the softmax axis", student("0.1", "scale after the softmax")),
+    ("0.1", "the softmax (", student("0.1", "cosine similarity")),
+    ("0.1", "the scale", registered("0.1", "no sqrt(d_k) scale")),
+    ("1.1", "the pair", student("1.1", "returned (weights, scores)")),
+    ("1.1", "the scores", registered("1.1", "divided by d_k")),
+    ("1.1", "the softmax axis", student("1.1", "sigmoid")),
+    ("1.1", "the softmax (", student("1.1", "softmax of minus the scores")),
+    ("1.1", "the scale", student("1.1", "scaled twice")),
+    ("1.1", "the weights are the softmax of the scores", _weights_of_sorted_scores),
+    ("1.2", "the softmax axis", registered("1.2", "softmax over the queries")),
+    ("1.2", "the softmax (", registered("1.2", "returned (A, H)")),
+    ("1.2", "the scale", registered("1.2", "divided by d_k")),
+    ("1.2", "the mask", student("1.2", "masked scores set to 0")),
+    ("1.2", "the output H = A V", _doubled_output),
+    ("1.2", "batches", _first_sequence_keys),
+    ("1.3", "when a pair exists", student("1.3", "guessed threshold d_k >= 100")),
+    ("1.3", "the unscaled softmax decides", registered("1.3", "gap too small")),
+    ("1.3", "the scale keeps it close", student("1.3", "gap on the upper bound")),
+    ("2.1", "the sources", student("2.1", "queries from the memory")),
+    ("2.1", "the softmax axis", registered("2.1", "softmax over the queries")),
+    ("2.1", "the softmax (", _normalised_sigmoid_head),
+    ("2.1", "the scale", student("2.1", "scaled by sqrt(d_model)")),
+    ("2.1", "the values", registered("2.1", "values not projected")),
+    ("2.1", "the output H = A V", _doubled_head_output),
+    ("2.2", "the blend", student("2.2", "shares swapped")),
+    ("2.3", "the shapes", student("2.3", "matrices transposed")),
+    ("2.3", "the previous token", student("2.3", "shift by two")),
+    ("2.3", "content ignored", student("2.3", "content rows of the query random")),
+    ("2.3", "a long sequence", student("2.3", "strength log(100) * sqrt(T) only")),
+    ("3.1", "one-hot on each row's maximum", student("3.1", "softmax with a large factor")),
+    ("3.1", "ties share", student("3.1", "one_hot of argmax")),
+    ("3.2", "the weights sum to 1", student("3.2", "relu of scores minus their mean")),
+    ("3.2", "one threshold", student("3.2", "top score minus one, renormalised")),
+    ("3.2", "the gradient", registered("3.2", "threshold detached from the graph")),
+    ("3.3", "the target is an argument", student("3.3", "target fixed at 0.9")),
+    ("3.3", "the smallest beta", student("3.3", "doubling until the target is reached")),
+    ("3.3", "ties at the maximum", student("3.3", "any tie means None")),
+    ("4.1", "the split", student("4.1", "split with the head index fastest")),
+    ("4.1", "the merge", student("4.1", "merge with permute(0, 2, 3, 1)")),
+    ("4.2", "the weights", student("4.2", "ignores d_head")),
+    ("4.2", "the biases", student("4.2", "output bias as wide as the heads")),
+    ("4.3", "the heads", registered("4.3", "interleaved_layout")),
+    ("4.3", "the softmax axis", student("4.3", "softmax over the heads")),
+    ("4.3", "the softmax (", registered("4.3", "no_weight_transpose")),
+    ("4.3", "the scale", student("4.3", "scaled by sqrt(num_heads)")),
+    ("4.3", "the merge", student("4.3", "merge with permute(0, 2, 3, 1)")),
+    ("4.3", "the in-projection biases", student("4.3", "the query bias for all three")),
+    ("4.3", "the output projection", student("4.3", "output weight not transposed")),
+    ("5.1", "position 0", student("5.1", "sine in the odd columns too")),
+    ("5.1", "the frequencies", student("5.1", "base 1000")),
+    ("5.2", "a rotation", student("5.2", "a reflection, not a rotation")),
+    ("5.2", "moving k positions on", student("5.2", "the identity")),
+    ("5.3", "blind to order", registered("5.3", "kept the positions")),
+    ("5.4", "an accuracy", student("5.4", "a percentage")),
+    ("5.4", "bags of tokens", student("5.4", "grouped by the token sum")),
+    ("5.4", "the majority label", student("5.4", "number of bags over N")),
+    ("5.5", "the positions are added", student("5.5", "multiplied")),
+    ("5.5", "row t for position t", student("5.5", "sliced by the batch size")),
+    ("5.6", "a learned table", registered("5.6", "table not learned")),
+    ("5.6", "row t for position t", student("5.6", "one vector for every position")),
+    ("5.6", "training reaches the table", student("5.6", "table detached")),
+    ("5.6", "the length check", student("5.6", "IndexError instead of ValueError")),
+    ("6.1", "the causal self-attention mask", registered("6.1", "upper triangle")),
+    ("6.1", "the cross-attention mask", registered("6.1", "causal cross-attention")),
+    ("6.2", "the cross-attention reads the memory", student("6.2", "cross-attention queries from the memory")),
+    ("6.2", "causality", registered("6.2", "no causal mask")),
+    ("6.2", "the residual connections", registered("6.2", "no residual connections")),
+    ("6.2", "the feed-forward sub-layer", _pre_norm_without_feed_forward),
+    ("6.3", "changed tokens stay in the vocabulary", student("6.3", "+1 without wrapping around the vocabulary")),
+    ("6.3", "a change must change the tokens", student("6.3", "set the future to token 0")),
+    ("6.4", "position-wise", registered("6.4", "mixes positions")),
+    ("6.4", "the formula", registered("6.4", "no activation")),
+    ("6.5", "the model reads its own output", registered("6.5", "decodes from BOS alone")),
+    ("6.5", "after EOS, only EOS", registered("6.5", "ignores EOS")),
+    ("6.5", "when to stop", registered("6.5", "stops at the first EOS")),
+    ("6.6", "the accuracy over all examples", registered("6.6", "mean of batch accuracies")),
+    ("6.6", "evaluation mode", registered("6.6", "left in train mode")),
+    ("7.1", "the mean over each sentence's real tokens", registered("7.1", "divided by T")),
+    ("7.2", "the encoder reads the padding mask", registered("7.2", "no padding mask for the encoder")),
+    ("7.2", "mean pooling over the real tokens", registered("7.2", "returned probabilities")),
+    ("7.3", "the best layer by validation accuracy", registered("7.3", "judged by training accuracy")),
+]
+
+
+@pytest.mark.parametrize(("exercise_id", "prefix", "answer"), CASES, ids=[f"{e}-{p}" for e, p, _ in CASES])
+def test_a_wrong_answer_for_a_property_gets_that_propertys_hint(exercise_id, prefix, answer, capsys):
+    exercise = REGISTRY[exercise_id]
+    assert not check(exercise_id, answer)
+    line = capsys.readouterr().out.strip()
+    (prop,) = [p for p in exercise.properties if p.name.startswith(prefix)]
+    assert line.startswith(f"{FAIL_MARK} Exercise {exercise_id} ({exercise.title}): {prop.name}: "), line
+
+
+def test_every_property_has_a_wrong_answer_here():
+    """A property added to an exercise needs its row in CASES (exercises without properties are not listed)."""
+    tested = {(e, p) for e, p, _ in CASES}
+    for key, exercise in REGISTRY.items():
+        for prop in exercise.properties:
+            assert any(e == key and prop.name.startswith(p) for e, p in tested), (
+                f"exercise {key}: no wrong answer for {prop.name!r}"
+            )
+
+
+@pytest.mark.parametrize("exercise_id", sorted(REGISTRY))
+def test_the_solution_keeps_every_property(exercise_id):
+    exercise = REGISTRY[exercise_id]
+    for prop in exercise.properties:
+        assert prop.probe(exercise.solution) is None, f"{exercise_id}: the solution breaks {prop.name!r}"
