@@ -190,3 +190,61 @@ def test_the_solution_keeps_every_property(exercise_id):
     exercise = REGISTRY[exercise_id]
     for prop in exercise.properties:
         assert prop.probe(exercise.solution) is None, f"{exercise_id}: the solution breaks {prop.name!r}"
+
+
+# -- no hint names a mistake the answer did not make ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda e, table: e + table[: e.shape[1]].T,  # sliced, then the positions on the feature axis
+        lambda e, table: e + table[: e.shape[1]][:, None, :],  # sliced, then the positions on the batch axis
+    ],
+    ids=["positions on the feature axis", "positions on the batch axis"],
+)
+def test_exercise_5_5_blames_the_whole_table_only_when_the_whole_table_was_added(answer, capsys):
+    """Issue 32: 5.5 said 'you added the whole table (9 rows) to 5 tokens' to every broadcasting error, also
+    to an answer that sliced the table and put the position axis in the wrong place."""
+    assert not check("5.5", answer)
+    line = capsys.readouterr().out
+    assert "whole table" not in line, line
+    assert "(= T)" in line and ("(= batch)" in line or "(= d_model)" in line), line
+
+
+def test_exercise_5_5_still_names_the_whole_table(capsys):
+    assert not check("5.5", lambda e, table: e + table)
+    assert "the whole table" in capsys.readouterr().out
+
+
+# -- shapes explained from the shapes ---------------------------------------------------------------
+
+
+def test_a_wrong_shape_says_which_axis_holds_what(capsys):
+    split = student("4.1", "split transposing 1 and 3")
+    assert not check("4.1", split)
+    line = capsys.readouterr().out
+    assert "its axes hold (batch 2, feature of a head 4, head 3, position 5)" in line, line
+    assert "where the exercise wants (batch 2, head 3, position 5, feature of a head 4)" in line, line
+
+
+def test_a_missing_axis_is_named(capsys):
+    assert not check("7.1", student("7.1", "all real tokens of the batch together"))
+    assert "batch is missing" in capsys.readouterr().out
+
+
+def test_a_broadcasting_error_names_the_sizes_on_the_axis_that_differs(capsys):
+    assert not check("1.2", student("1.2", "K.T on a batch"))
+    line = capsys.readouterr().out
+    assert "one holds 2 (= batch) and the other 5 (= d_k)" in line, line
+
+
+def test_check_gives_back_the_grad_mode(capsys):
+    def leaves_autograd_off(Q, K):
+        torch.set_grad_enabled(False)
+        return torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), dim=-1)
+
+    assert torch.is_grad_enabled()
+    check("0.1", leaves_autograd_off)
+    capsys.readouterr()
+    assert torch.is_grad_enabled()
