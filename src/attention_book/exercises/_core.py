@@ -35,14 +35,20 @@ Adding an exercise::
     register("N.M", "Title", _check_it, solution=_solution, mistakes=[Mistake(...), Mistake(...)],
              properties=[Property("causality (no position sees a later token)", _causality)])
 
-Probe helpers: :func:`probe_tensor` (the answer's output as float64 of a required shape, or
-inconclusive), :func:`softmax_rows` (how far rows are from summing to 1). Every probe needs a unit
-test with a wrong answer that breaks its property (``tests/unit/test_exercises_properties.py``),
-and a correct alternative must keep passing every probe.
+Properties can also be added after ``register`` with :func:`add_properties` (a block at the end of a
+chapter's module). Probe helpers: :func:`probe_tensor` (the answer's output as float64 of a required
+shape, or inconclusive), :func:`probe_pair` (the two parts of a returned pair), :func:`probe_from_check`
+(a probe from a checker's own case function, for exercises whose checker already tests the idea), and
+:func:`worst_row_sum`; ``_probes.attention_properties`` gives the softmax axis, the softmax, the
+scale and the mask for any answer adapted to ``weights_of(answer, Q, K)``. A probe builds its own
+inputs so that the idea it tests changes the output (a scripted model that does not share the
+mistake's behaviour), names sizes that differ from each other, and never fails the solution or a
+correct alternative. Every property needs a row in ``tests/unit/test_exercises_properties.py``: a
+wrong answer that breaks it and gets its hint.
 
 Each exercise also registers a correct ``solution`` and a list of :class:`Mistake` objects
-(typical wrong answers together with the text their hint must contain); the test suite runs every
-one of them through :func:`check`.
+(typical wrong answers together with the hint the checker gives them when no property names them);
+the test suite runs every one of them through :func:`check` (``tests/helpers.expected_hint``).
 """
 
 from __future__ import annotations
@@ -292,28 +298,54 @@ _LIBRARY_DIRS = tuple(
 
 # (what the error message contains, the likely cause): the first match wins.
 LIKELY_CAUSES: list[tuple[str, str]] = [
-    ("view size is not compatible", "view() needs the numbers in memory order; after transpose/permute/chunk use "
-     "reshape() (or .contiguous().view())"),
-    ("cannot be multiplied", "a matrix product whose inner sizes do not match: check which operand needs .T "
-     "(or .transpose(-2, -1)) and the shapes of the weight matrices"),
-    ("dimensions of batch2 tensor", "a (batched) matrix product whose inner sizes do not match: check which operand "
-     "needs .transpose(-2, -1) (K, not K^T, has the keys as rows)"),
-    ("must match the size of tensor", "two tensors whose shapes do not broadcast: line up their axes "
-     "(add one with [:, None] or unsqueeze, or transpose)"),
-    ("is invalid for input of size", "a reshape/view to a shape with a different number of elements: "
-     "check the sizes you pass (e.g. d_model // num_heads)"),
-    ("dimension out of range", "an axis that this tensor does not have: count its dimensions (x.dim()) "
-     "and use negative axes (-1 = last) where the batch axes vary"),
+    (
+        "view size is not compatible",
+        "view() needs the numbers in memory order; after transpose/permute/chunk use "
+        "reshape() (or .contiguous().view())",
+    ),
+    (
+        "cannot be multiplied",
+        "a matrix product whose inner sizes do not match: check which operand needs .T "
+        "(or .transpose(-2, -1)) and the shapes of the weight matrices",
+    ),
+    (
+        "dimensions of batch2 tensor",
+        "a (batched) matrix product whose inner sizes do not match: check which operand "
+        "needs .transpose(-2, -1) (K, not K^T, has the keys as rows)",
+    ),
+    (
+        "must match the size of tensor",
+        "two tensors whose shapes do not broadcast: line up their axes "
+        "(add one with [:, None] or unsqueeze, or transpose)",
+    ),
+    (
+        "is invalid for input of size",
+        "a reshape/view to a shape with a different number of elements: "
+        "check the sizes you pass (e.g. d_model // num_heads)",
+    ),
+    (
+        "dimension out of range",
+        "an axis that this tensor does not have: count its dimensions (x.dim()) "
+        "and use negative axes (-1 = last) where the batch axes vary",
+    ),
     ("expected scalar type", "two tensors of different dtypes: convert with .to(other.dtype) or .float()"),
     ("dtype", "a tensor of the wrong dtype: masks are torch.bool, token ids torch.long, the rest float"),
     ("does not require grad", "a tensor cut off from autograd (.detach(), .item(), numpy, torch.no_grad())"),
-    ("positional argument", "your function takes other arguments than the exercise asks for: compare its "
-     "signature with the one in the task"),
-    ("unexpected keyword argument", "your function takes other arguments than the exercise asks for: compare its "
-     "signature with the one in the task"),
+    (
+        "positional argument",
+        "your function takes other arguments than the exercise asks for: compare its "
+        "signature with the one in the task",
+    ),
+    (
+        "unexpected keyword argument",
+        "your function takes other arguments than the exercise asks for: compare its "
+        "signature with the one in the task",
+    ),
     ("not callable", "a value used as a function: did you overwrite a function's name with a tensor?"),
-    ("index", "an index past the end of an axis: check the ranges of your loops and slices (positions run from "
-     "0 to T - 1)"),
+    (
+        "index",
+        "an index past the end of an axis: check the ranges of your loops and slices (positions run from 0 to T - 1)",
+    ),
     ("out of bounds", "an index past the end of an axis: check the ranges of your loops and slices"),
     ("is not defined", "a name that does not exist in your function: a typo, or a variable from another cell"),
     ("has no attribute", "an attribute that this object does not have: check its type (print(type(x)))"),
@@ -367,7 +399,9 @@ def _shapes_explained(text: str) -> str | None:
     """A broadcasting or product error explained with the names of its sizes (None if unnamed)."""
     if not _SIZE_NAMES:
         return None
-    match = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)", text)
+    match = re.search(
+        r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)", text
+    )
     if match:
         a, b, dim = (int(group) for group in match.groups())
         return (
@@ -583,7 +617,9 @@ def require_tensor_like(
     how the shapes relate (axes swapped, an axis too many or too few, one axis of the wrong size).
     """
     if not isinstance(got, torch.Tensor):
-        raise ExerciseFailure(f"{what} should be a torch.Tensor of shape {tuple(expected.shape)}, but is {_describe_type(got)}")
+        raise ExerciseFailure(
+            f"{what} should be a torch.Tensor of shape {tuple(expected.shape)}, but is {_describe_type(got)}"
+        )
     if tuple(got.shape) != tuple(expected.shape):
         for hint, wrong in (known_mistakes or {}).items():
             if isinstance(wrong, torch.Tensor) and wrong.shape == got.shape and _close(got, wrong, 1e-5, 1e-4):
@@ -619,7 +655,11 @@ def _axes_story(got: tuple[int, ...], expected: tuple[int, ...], axes: tuple[str
         named = _SIZE_NAMES.get(size)
         if named:
             return f"{named} {size}"
-        return "1 (an axis of size 1, which only broadcasts)" if size == 1 else f"{size} (no axis the exercise wants has this size)"
+        return (
+            "1 (an axis of size 1, which only broadcasts)"
+            if size == 1
+            else f"{size} (no axis the exercise wants has this size)"
+        )
 
     described = [holds(size) for size in got]
     missing = [name for name, size in zip(axes, expected) if not any(name in item for item in described)]
@@ -655,9 +695,10 @@ def _shape_hint(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
         wrong = [index for index, (g, e) in enumerate(zip(got, expected)) if g != e]
         if len(wrong) == 1:
             axis = wrong[0]
-            return (
-                f": axis {axis} has size {_size(got[axis])} instead of {_size(expected[axis])}"
-                + ("; sizes that appear elsewhere in the inputs hint at the wrong axis in a sum, mean or product" if got[axis] in expected else "")
+            return f": axis {axis} has size {_size(got[axis])} instead of {_size(expected[axis])}" + (
+                "; sizes that appear elsewhere in the inputs hint at the wrong axis in a sum, mean or product"
+                if got[axis] in expected
+                else ""
             )
     return ""
 
@@ -768,7 +809,11 @@ def _generic_difference(got, expected, what, original_dtype, atol, rtol) -> str:
     count = int(wrong.sum())
     first = int(wrong.flatten().nonzero()[0]) if count else int(difference.flatten().argmax())
     worst = int(difference.flatten().argmax())
-    dtype_note = f"; your dtype {original_dtype} also differs from {expected.dtype}" if original_dtype not in (None, expected.dtype) else ""
+    dtype_note = (
+        f"; your dtype {original_dtype} also differs from {expected.dtype}"
+        if original_dtype not in (None, expected.dtype)
+        else ""
+    )
     return (
         f"{what} {GENERIC}: the shape {shape} is right but {count} of {got.numel()} values differ; the first at "
         f"index {_index(first, shape)}: expected {expected.flatten()[first].item():.4g}, got {got.flatten()[first].item():.4g} "
@@ -801,7 +846,9 @@ MASK_TRANSPOSED = (
 MASK_NO_DIAGONAL = "the diagonal is excluded from the mask: a token may attend to itself (j = i), so keep the diagonal"
 
 
-def attention_variants(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor | None = None) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def attention_variants(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor | None = None
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """Plausible wrong versions of ``softmax(Q K^T / sqrt(d_k)) V``: hint -> (H, A) on these inputs.
 
     Computed in float64 from the inputs (a row left with nothing to attend to is nan, as a plain
