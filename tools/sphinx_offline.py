@@ -12,6 +12,8 @@ On every HTML page it
 * loads ``sidebar_toggles.js`` (tools/, copied to vendor/ by build_book.py), which makes
   the themes' duplicate sidebar toggles work on phones, ``figure_links.js``, which lets a
   reader open any figure at full size, and ``site.css`` (one search box);
+* names what a folded code cell holds on its toggle ("Show the Colab setup cell", "Show the checks
+  of the text", "Show the solution") instead of myst-nb's "Show code cell source" on all of them;
 * removes the exercise generator's ``# BEGIN SOLUTION`` / ``# END SOLUTION`` lines from
   the code a reader sees. The chapters keep them (tools/generate_exercises.py reads them);
   the website does not show them. (nbval's instructions are cell tags, so no code line
@@ -25,6 +27,7 @@ from typing import Any
 
 from docutils import nodes
 from sphinx.application import Sphinx
+from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
@@ -86,7 +89,43 @@ def hide_scaffolding(app: Sphinx, doctree: Any, docname: str) -> None:
             block.rawsource = cleaned
 
 
+# What a folded code cell's toggle says, by what the cell is (myst-nb's default is "Show code cell
+# source" on every one of them: the Colab setup, the checks of the prose and the solutions alike).
+TOGGLE_LABELS = [
+    # (test on the cell's tags and source, shown, hidden)
+    (lambda tags, source: "colab-setup" in tags, "Show the Colab setup cell", "Hide the Colab setup cell"),
+    (lambda tags, source: source.lstrip().startswith("# Checks"), "Show the checks of the text", "Hide the checks"),
+    (lambda tags, source: "# BEGIN SOLUTION" in source, "Show the solution", "Hide the solution"),
+]
+
+
+def toggle_label(tags: list[str], source: str) -> tuple[str, str] | None:
+    """(shown, hidden) for a folded cell's toggle, or None to keep myst-nb's own."""
+    for test, shown, hidden in TOGGLE_LABELS:
+        if test(tags, source):
+            return shown, hidden
+    return None
+
+
+class LabelToggles(SphinxPostTransform):
+    """Name what a folded code cell holds on its toggle (before myst-nb's HideInputCells, priority 199)."""
+
+    default_priority = 150
+    formats = ("html",)
+
+    def run(self, **kwargs: Any) -> None:
+        for node in self.document.findall(nodes.container):
+            if node.get("nb_element") != "cell_code" or not node.get("hide_mode"):
+                continue
+            tags = list((node.get("cell_metadata") or {}).get("tags", []))
+            blocks = list(node.findall(nodes.literal_block))
+            label = toggle_label(tags, blocks[0].astext() if blocks else "")
+            if label:
+                node["prompt_show"], node["prompt_hide"] = label
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_post_transform(LabelToggles)
     app.connect("doctree-resolved", hide_scaffolding)
     # Our fix for the themes' sidebar toggles (tools/sidebar_toggles.js, copied to vendor/).
     app.add_js_file("sidebar_toggles.js", loading_method="defer")
