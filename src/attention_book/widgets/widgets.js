@@ -617,7 +617,7 @@ function headViewer(frame) {
       numbers: T <= 10 && singleCell >= 22, font: 11,
     });
     colourBar(svg, frame.colour, { x: width - 60, y: 40, height: Math.min(200, height - 40 - margin), label: "attention weight" });
-    make("svg:text", { x: 10, y: height - 8, "font-size": 11, fill: "#444" }, svg, "rows: queries · columns: keys (hover a cell or a token to follow it)");
+    make("svg:text", { x: 10, y: height - 8, "font-size": 11, fill: "#444" }, svg, "rows: queries · columns: keys (point at or tap a cell or a token to follow it)");
     built = { text: data.labels.join(" ") + "|" + data.num_layers + "|" + H, heading, grid, gridGroup, single, singleGroup };
     layerMenu.fill(
       data.num_layers === 1 ? [["0 (the model has one layer)", 0]] : Array.from({ length: data.num_layers }, (_, i) => [`layer ${i}`, i]),
@@ -856,7 +856,8 @@ function render({ model, el }) {
   const devices = model.get("devices");
   let deviceMenu = null;
   if (devices.length === 1) {
-    make("span", { class: "ab-device" }, footer, devices[0] === "cpu" ? "device: cpu; no GPU found" : `device: ${devices[0]}`);
+    // Where the model runs matters only with a kernel: the website's page (no kernel) leaves it out.
+    if (live) make("span", { class: "ab-device" }, footer, devices[0] === "cpu" ? "device: cpu; no GPU found" : `device: ${devices[0]}`);
   } else {
     const wrapper = make("span", { class: "ab-control" }, footer);
     make("label", {}, wrapper, "device");
