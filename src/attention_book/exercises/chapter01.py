@@ -916,3 +916,109 @@ register(
         Mistake("summed gradient", _influence_summed_gradient, "not by the sum of its entries"),
     ],
 )
+
+
+# Properties of 1.4 and 1.5 (see _core's docstring).
+
+
+def _additive_weights_of(answer, Q, K):
+    """1.4's weights with random projections (the softmax axis depends on no particular score)."""
+    generator = torch.Generator().manual_seed(47)
+    d_a = 5
+    W_1, W_2 = torch.randn(Q.shape[1], d_a, generator=generator), torch.randn(K.shape[1], d_a, generator=generator)
+    H, A = probe_pair(answer(Q, K, _randn(48, K.shape[0], 2), W_1, W_2, torch.randn(d_a, generator=generator)))
+    return probe_tensor(A, (Q.shape[0], K.shape[0]))
+
+
+def _additive_score_probe(answer):
+    """W_1 = W_2 = I, w = e_0, a zero query: key j's score is tanh(k_j[0]) exactly, so the weights' log-ratios
+    to key 0 (k_0 = 0) must be tanh(0.5), tanh(1) and tanh(3)."""
+    keys = torch.zeros(4, 3)
+    keys[:, 0] = torch.tensor([0.0, 0.5, 1.0, 3.0])
+    queries = torch.zeros(2, 3)
+    queries[1, 1] = 1.0
+    w = torch.zeros(3)
+    w[0] = 1.0
+    H, A = probe_pair(answer(queries, keys, _randn(49, 4, 2), torch.eye(3), torch.eye(3), w))
+    A = probe_tensor(A, (2, 4))
+    if not torch.isfinite(A).all() or (A[0] <= 0).any():
+        raise Inconclusive("the softmax probes say more")
+    seen = torch.log(A[0, 1:] / A[0, 0])
+    wanted = torch.tanh(keys[1:, 0].double())
+    if torch.allclose(seen, wanted, atol=1e-5):
+        return None
+    shown = [round(float(v), 3) for v in seen]
+    if torch.allclose(seen, keys[1:, 0].double(), atol=1e-5):
+        cause = "yours are the sums themselves: put tanh around q_i W_1 + k_j W_2"
+    else:
+        cause = "the score is tanh(q_i W_1 + k_j W_2) w: add the two projections, then tanh, then the product with w"
+    return (
+        f"with W_1 = W_2 = I, w = e_0 and a zero query, keys whose first features are 0, 0.5, 1 and 3 must score tanh of "
+        f"those, so key j's weight over key 0's is exp(tanh(k_j)): log-ratios {[round(float(v), 3) for v in wanted]}, but "
+        f"yours are {shown}: {cause}"
+    )
+
+
+add_properties(
+    "1.4",
+    [
+        Property(
+            "the softmax axis (each query's weights sum to 1 over the keys)",
+            attention_properties(_additive_weights_of)[0].probe,
+        ),
+        Property("the additive score (tanh(q W_1 + k W_2) w, then a softmax over the keys)", _additive_score_probe),
+    ],
+)
+
+
+def _relative_to_last_probe(answer):
+    generator = torch.Generator().manual_seed(50)
+    x = torch.randn(6, 2, generator=generator, dtype=torch.float64)
+    W_x = torch.randn(2, 3, generator=generator, dtype=torch.float64)
+    W_h = 0.5 * torch.randn(3, 3, generator=generator, dtype=torch.float64)
+    got = probe_tensor(answer(x, W_x, W_h), (6,))
+    if abs(float(got[-1]) - 1.0) < 1e-6:
+        return None
+    first = " (yours has 1 at the FIRST token)" if abs(float(got[0]) - 1.0) < 1e-6 else ""
+    return (
+        f"the last entry of your influences is {float(got[-1]):.4g}{first}: each token's influence is measured relative to "
+        "the last token's, so divide every gradient norm by the last one and the entry at t = T - 1 is 1"
+    )
+
+
+def _chain_through_tanh_probe(answer):
+    """One feature, W_x = 1, W_h = 0.8, x_t = 1: the influence of token t is (1 - h_t^2) times the product over the
+    later steps s of 0.8 (1 - h_s^2) (tanh's slope at each state), relative to the last token's (1 - h_(T-1)^2)."""
+    T = 5
+    x = torch.ones(T, 1, dtype=torch.float64)
+    W_x, W_h = torch.ones(1, 1, dtype=torch.float64), torch.full((1, 1), 0.8, dtype=torch.float64)
+    got = probe_tensor(answer(x, W_x, W_h), (T,))
+    states, state = [], torch.zeros(1, dtype=torch.float64)
+    for t in range(T):
+        state = torch.tanh(x[t] @ W_x + state @ W_h)
+        states.append(float(state))
+    slopes = [1 - h**2 for h in states]
+    wanted = [slopes[t] * math.prod(0.8 * slopes[s] for s in range(t + 1, T)) / slopes[-1] for t in range(T)]
+    if torch.allclose(got, torch.tensor(wanted, dtype=torch.float64), rtol=1e-4, atol=1e-8):
+        return None
+    plain = [0.8 ** (T - 1 - t) for t in range(T)]
+    cause = (
+        "yours are 0.8^(T - 1 - t), as if the state were not squashed: the update is h_t = tanh(x_t W_x + h_(t-1) W_h), and "
+        "every step multiplies the gradient by tanh's slope too"
+        if torch.allclose(got, torch.tensor(plain, dtype=torch.float64), rtol=1e-4)
+        else "backpropagate from the sum of the last state through every step h_t = tanh(x_t W_x + h_(t-1) W_h)"
+    )
+    return (
+        f"with one feature, W_x = 1, W_h = 0.8 and x_t = 1 for {T} tokens, token t's influence is tanh's slope 1 - h_t^2 times "
+        f"0.8 (1 - h_s^2) for every later step s (relative to the last token's), {[round(v, 4) for v in wanted]}; yours are "
+        f"{[round(float(v), 4) for v in got]}: {cause}"
+    )
+
+
+add_properties(
+    "1.5",
+    [
+        Property("relative to the last token (its entry is 1)", _relative_to_last_probe),
+        Property("the chain rule through the recurrence (tanh's slope at every later step)", _chain_through_tanh_probe),
+    ],
+)
