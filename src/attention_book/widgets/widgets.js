@@ -466,6 +466,10 @@ function keyValueExplorer(frame) {
       },
     }));
   const text = textInput(frame, "query", "query", model.get("inputs").query, "type a query");
+  if (!frame.live) {  // the page holds the numbers along each component from the saved query, not every mix
+    make("span", { class: "ab-note", "data-note": "one-axis" }, frame.controls,
+      "On this page one component moves at a time: moving another puts the first back.");
+  }
 
   function build(data) {
     const svg = newPicture(frame, 660, 270);
