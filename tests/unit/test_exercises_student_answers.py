@@ -2160,6 +2160,89 @@ WRONG.append(
 )
 
 
+# ------------------------------------------------------------------ 1.4 and 1.5 (added to chapter 1 later)
+
+# Written before they were first run, after the two exercises were added to chapter 1 (issue 30).
+
+
+def _additive(queries, keys, values, W_1, W_2, w, *, combine=None, squash=torch.tanh, dim=-1, out=None):
+    q, k = queries @ W_1, keys @ W_2
+    inner = combine(q, k) if combine else q[:, None, :] + k[None, :, :]
+    scores = squash(inner) @ w
+    A = torch.softmax(scores, dim=dim)
+    return (out(A, values, keys) if out else A @ values), A
+
+
+WRONG.append(("1.4", "sigmoid instead of tanh", lambda *a: _additive(*a, squash=torch.sigmoid), r"tanh|additive score"))
+WRONG.append(("1.4", "relu instead of tanh", lambda *a: _additive(*a, squash=torch.relu), r"tanh|additive score"))
+WRONG.append(
+    (
+        "1.4",
+        "difference instead of sum",
+        lambda *a: _additive(*a, combine=lambda q, k: q[:, None, :] - k[None, :, :]),
+        r"add|additive score|sum",
+    )
+)
+WRONG.append(("1.4", "softmax over dim 0", lambda *a: _additive(*a, dim=0), AXIS))
+WRONG.append(
+    (
+        "1.4",
+        "keys averaged instead of values",
+        lambda q, k, v, W_1, W_2, w: _additive(
+            q, k, v, W_1, W_2, w, out=lambda A, values, keys: A @ keys[:, : values.shape[1]]
+        ),
+        r"values|h = a v|output",
+    )
+)
+
+
+def _influence(x, W_x, W_h, *, squash=torch.tanh, norm=lambda g: g.norm(dim=-1), relative=-1, start=None):
+    x = x.detach().clone().requires_grad_(True)
+    state = torch.zeros(W_h.shape[0], dtype=x.dtype) if start is None else start(x, W_x)
+    for t in range(x.shape[0]):
+        state = squash(x[t] @ W_x + state @ W_h)
+    (gradient,) = torch.autograd.grad(state.sum(), x)
+    values = norm(gradient)
+    return values / values[relative]
+
+
+WRONG.append(
+    (
+        "1.5",
+        "relative to the largest",
+        lambda x, W_x, W_h: (lambda v: v / v.max())(_influence(x, W_x, W_h)),
+        r"last|relative",
+    )
+)
+WRONG.append(
+    (
+        "1.5",
+        "sigmoid recurrence",
+        lambda x, W_x, W_h: _influence(x, W_x, W_h, squash=torch.sigmoid),
+        r"tanh|chain|recurrence",
+    )
+)
+WRONG.append(
+    (
+        "1.5",
+        "absolute sum of the gradient",
+        lambda x, W_x, W_h: _influence(x, W_x, W_h, norm=lambda g: g.abs().sum(dim=-1)),
+        r"norm|length|gradient",
+    )
+)
+WRONG.append(
+    ("1.5", "state updated without W_h", lambda x, W_x, W_h: _influence(x, W_x, W_h * 0), r"chain|recurrence|w_h|tanh")
+)
+WRONG.append(
+    (
+        "1.5",
+        "relative to the middle token",
+        lambda x, W_x, W_h: _influence(x, W_x, W_h, relative=x.shape[0] // 2),
+        r"last|relative",
+    )
+)
+
+
 # ------------------------------------------------------------------ the tests
 
 
