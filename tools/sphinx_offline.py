@@ -12,6 +12,7 @@ On every HTML page it
 * loads ``sidebar_toggles.js`` (tools/, copied to vendor/ by build_book.py), which makes
   the themes' duplicate sidebar toggles work on phones, ``figure_links.js``, which lets a
   reader open any figure at full size, and ``site.css`` (one search box);
+* points the rocket's Colab and Binder buttons at a chapter's Colab edition (notebooks/colab/);
 * names what a folded code cell holds on its toggle ("Show the Colab setup cell", "Show the checks
   of the text", "Show the solution") instead of myst-nb's "Show code cell source" on all of them;
 * removes the exercise generator's ``# BEGIN SOLUTION`` / ``# END SOLUTION`` lines from
@@ -124,8 +125,24 @@ class LabelToggles(SphinxPostTransform):
                 node["prompt_show"], node["prompt_hide"] = label
 
 
+CHAPTER_PATH = re.compile(r"notebooks/(\d\d_[\w-]+\.ipynb)")
+
+
+def launch_the_colab_edition(app: Sphinx, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
+    """The rocket's Colab and Binder buttons open a chapter's Colab edition (notebooks/colab/, portable
+    markdown that Colab and JupyterLab render), as the chapter's badge does, not its MyST source."""
+    for group in context.get("header_buttons", []) or []:
+        if group.get("label") != "launch-buttons":
+            continue
+        for button in group.get("buttons", []):
+            if button.get("text") in ("Colab", "Binder") and button.get("url"):
+                button["url"] = CHAPTER_PATH.sub(r"notebooks/colab/\1", button["url"])
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_post_transform(LabelToggles)
+    # After sphinx-book-theme adds the launch buttons (priority 501).
+    app.connect("html-page-context", launch_the_colab_edition, priority=800)
     app.connect("doctree-resolved", hide_scaffolding)
     # Our fix for the themes' sidebar toggles (tools/sidebar_toggles.js, copied to vendor/).
     app.add_js_file("sidebar_toggles.js", loading_method="defer")

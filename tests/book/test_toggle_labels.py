@@ -49,3 +49,17 @@ def test_a_built_page_shows_the_labels(tmp_path):
     for label in ("Show the Colab setup cell", "Show the checks of the text", "Show the solution", "Show code cell source"):
         assert page.count(label) == 1, (label, page.count(label))
     assert "BEGIN SOLUTION" not in page
+
+
+def test_the_rocket_opens_the_colab_edition_of_a_chapter():
+    base = "https://colab.research.google.com/github/o/r/blob/main/"
+    binder = "https://mybinder.org/v2/gh/o/r/main?urlpath=lab/tree/"
+    context = {"header_buttons": [{"label": "launch-buttons", "buttons": [
+        {"text": "Binder", "url": binder + "notebooks/04_multi_head.ipynb"},
+        {"text": "Colab", "url": base + "notebooks/04_multi_head.ipynb"},
+    ]}, {"label": "other", "buttons": [{"text": "Colab", "url": base + "notebooks/04_multi_head.ipynb"}]}]}
+    sphinx_offline.launch_the_colab_edition(None, "notebooks/04_multi_head", "page.html", context, None)
+    binder_button, colab_button = context["header_buttons"][0]["buttons"]
+    assert colab_button["url"] == base + "notebooks/colab/04_multi_head.ipynb"
+    assert binder_button["url"] == binder + "notebooks/colab/04_multi_head.ipynb"
+    assert context["header_buttons"][1]["buttons"][0]["url"] == base + "notebooks/04_multi_head.ipynb"
