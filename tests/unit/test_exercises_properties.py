@@ -104,6 +104,8 @@ CASES = [
     ("1.4", "the additive score", registered("1.4", "no tanh")),
     ("1.5", "relative to the last token", registered("1.5", "relative to the first token")),
     ("1.5", "the chain rule through the recurrence", registered("1.5", "no tanh")),
+    ("1.5", "the size of a gradient", student("1.5", "absolute sum of the gradient")),
+    ("1.4", "the output H = A V", student("1.4", "keys averaged instead of values")),
     ("2.1", "the sources", student("2.1", "queries from the memory")),
     ("2.1", "the softmax axis", registered("2.1", "softmax over the queries")),
     ("2.1", "the softmax (", _normalised_sigmoid_head),

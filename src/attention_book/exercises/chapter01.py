@@ -930,6 +930,14 @@ def _additive_weights_of(answer, Q, K):
     return probe_tensor(A, (Q.shape[0], K.shape[0]))
 
 
+def _additive_output(answer, Q, K, V):
+    generator = torch.Generator().manual_seed(52)
+    W_1, W_2, w = torch.randn(Q.shape[1], 5, generator=generator), torch.randn(K.shape[1], 5, generator=generator), torch.randn(5, generator=generator)
+    H, A = probe_pair(answer(Q, K, V, W_1, W_2, w))
+    A = probe_tensor(A, (Q.shape[0], K.shape[0]))
+    return probe_tensor(H, (Q.shape[0], V.shape[1])), A, V.double()
+
+
 def _additive_score_probe(answer):
     """W_1 = W_2 = I, w = e_0, a zero query: key j's score is tanh(k_j[0]) exactly, so the weights' log-ratios
     to key 0 (k_0 = 0) must be tanh(0.5), tanh(1) and tanh(3)."""
@@ -967,13 +975,20 @@ add_properties(
             attention_properties(_additive_weights_of)[0].probe,
         ),
         Property("the additive score (tanh(q W_1 + k W_2) w, then a softmax over the keys)", _additive_score_probe),
+        Property(
+            "the output H = A V (each output row averages the VALUE rows with that query's weights)",
+            values_probe(_additive_output),
+        ),
     ],
 )
 
 
 def _relative_to_last_probe(answer):
+    """A last token so large that tanh saturates there: its own influence is small, smaller than earlier tokens',
+    so dividing by the largest influence (or by any other token's) differs from dividing by the last one."""
     generator = torch.Generator().manual_seed(50)
     x = torch.randn(6, 2, generator=generator, dtype=torch.float64)
+    x[-1] = torch.tensor([6.0, -6.0], dtype=torch.float64)
     W_x = torch.randn(2, 3, generator=generator, dtype=torch.float64)
     W_h = 0.5 * torch.randn(3, 3, generator=generator, dtype=torch.float64)
     got = probe_tensor(answer(x, W_x, W_h), (6,))
@@ -1015,10 +1030,36 @@ def _chain_through_tanh_probe(answer):
     )
 
 
+def _gradient_norm_probe(answer):
+    """Two input features whose gradients point different ways: the influence is each gradient's length."""
+    generator = torch.Generator().manual_seed(51)
+    x = torch.randn(5, 2, generator=generator, dtype=torch.float64)
+    W_x = torch.randn(2, 3, generator=generator, dtype=torch.float64)
+    W_h = 0.5 * torch.randn(3, 3, generator=generator, dtype=torch.float64)
+    got = probe_tensor(answer(x, W_x, W_h), (5,))
+    if torch.allclose(got, _influence_solution(x, W_x, W_h), rtol=1e-4, atol=1e-10):
+        return None
+    gradient = _influence_raw(x, W_x, W_h)  # norms, for the shape of the message only
+    x_ = x.detach().clone().requires_grad_(True)
+    state = torch.zeros(3, dtype=torch.float64)
+    for t in range(5):
+        state = torch.tanh(x_[t] @ W_x + state @ W_h)
+    (g,) = torch.autograd.grad(state.sum(), x_)
+    for name, sizes in (("the sum of the absolute values (an L1 size)", g.abs().sum(-1)), ("the sum of the entries", g.sum(-1))):
+        if torch.allclose(got, sizes / sizes[-1], rtol=1e-4, atol=1e-10):
+            return (
+                f"with two input features your influences are {[round(float(v), 4) for v in got]}: you measured each token's "
+                f"gradient by {name}; the chapter measures its length, gradient[t].norm() (the norms are "
+                f"{[round(float(v), 4) for v in gradient / gradient[-1]]} relative to the last)"
+            )
+    raise Inconclusive("the checker compares with the reference")
+
+
 add_properties(
     "1.5",
     [
         Property("relative to the last token (its entry is 1)", _relative_to_last_probe),
         Property("the chain rule through the recurrence (tanh's slope at every later step)", _chain_through_tanh_probe),
+        Property("the size of a gradient is its length (norm)", _gradient_norm_probe),
     ],
 )
