@@ -62,8 +62,7 @@ book: $(STAMP) $(NODE_STAMP)
 # The Colab edition (notebooks/colab/) and the student notebooks (notebooks/exercises/), both in the
 # portable markdown Colab and plain Jupyter render, generated from the chapters (the one source).
 exercises: $(STAMP)
-	$(PY) tools/colab_edition.py notebooks notebooks/colab
-	$(PY) tools/generate_exercises.py notebooks notebooks/exercises
+	$(PY) tools/generate_exercises.py notebooks notebooks/exercises   # writes notebooks/colab/ too
 
 # One pytest-xdist worker per CPU core (tests/conftest.py gives each one PyTorch thread); the
 # site is built once per run whichever workers its tests land on (see tests/book/test_site.py).

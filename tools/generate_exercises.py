@@ -23,6 +23,9 @@ For every chapter ``SRC/NN_name.ipynb`` this writes ``DST/NN_name.ipynb`` where
 * every markdown cell is rewritten in portable markdown (``tools/colab_edition.py``): quiz answers
   in ``<details>``, citations and glossary terms as links to the website, links and images absolute.
 
+When DST is ``SRC/exercises``, the Colab edition ``SRC/colab`` is written (or checked) too
+(``tools/colab_edition.py``), so this one command keeps both up to date.
+
 The output is deterministic (sorted keys, no timestamps, cell ids copied from the chapter),
 so a test can compare the committed notebooks with freshly generated ones. ``--check``
 writes nothing; it exits with status 1 and names every notebook that is out of date.
@@ -485,6 +488,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"generate: removed {path} (its chapter no longer exists)")
     for path, problem in problems.items():
         print(f"generate: cannot write {path}: {problem}", file=sys.stderr)
+    # The Colab edition (tools/colab_edition.py) is written from the same chapters at the same time, so
+    # the usual command keeps both up to date: SRC/colab beside SRC/exercises.
+    colab_status = 0
+    if arguments.target.resolve() == (arguments.source / "exercises").resolve():
+        colab_arguments = [str(arguments.source), str(arguments.source / "colab")]
+        colab_status = colab_edition.main((["--check"] if arguments.check else []) + colab_arguments)
     if arguments.check and (stale or orphans):
         print(f"run: {command}")
         return 1
@@ -492,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if arguments.check or not (stale or orphans):
         print(f"generate: {len(outputs)} exercise notebook(s) in {arguments.target} are up to date")
-    return 0
+    return colab_status
 
 
 if __name__ == "__main__":
