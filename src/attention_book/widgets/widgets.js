@@ -81,7 +81,7 @@ const STYLE = `
   border: 1px solid #e0c96b; border-radius: 4px; padding: 1px 6px; font-size: 12px; }
 .ab-stale .ab-stale-note { display: block; }
 .ab-footer { display: flex; flex-wrap: wrap; gap: 4px 14px; color: #555; font-size: 12px; margin-top: 2px; }
-.ab-note { color: #555; font-size: 12px; }
+.ab-note, .ab-hint { color: #555; font-size: 12px; }
 .ab-note:empty { display: none; }
 `;
 
@@ -467,7 +467,7 @@ function keyValueExplorer(frame) {
     }));
   const text = textInput(frame, "query", "query", model.get("inputs").query, "type a query");
   if (!frame.live) {  // the page holds the numbers along each component from the saved query, not every mix
-    make("span", { class: "ab-note", "data-note": "one-axis" }, frame.controls,
+    make("span", { class: "ab-hint" }, frame.controls,
       "On this page one component moves at a time: moving another puts the first back.");
   }
 
