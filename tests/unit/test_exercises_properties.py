@@ -254,3 +254,19 @@ def test_check_gives_back_the_grad_mode(capsys):
     check("0.1", leaves_autograd_off)
     capsys.readouterr()
     assert torch.is_grad_enabled()
+
+
+def test_a_greedy_loop_that_never_ends_is_stopped_and_told_so(capsys):
+    """The scripted model of 6.5 says EOS once, then other tokens: a loop that waits for every sequence's LAST
+    token to be EOS, without max_len, would never end; the model stops it."""
+
+    def greedy(model, source, max_len, bos, eos):
+        memory = model.encode(source)
+        generated = torch.full((source.shape[0], 1), bos, dtype=torch.long)
+        while not (generated[:, -1] == eos).all():
+            next_token = model.decode(generated, memory)[:, -1].argmax(-1)
+            generated = torch.cat([generated, next_token[:, None]], dim=1)
+        return generated[:, 1:]
+
+    assert not check("6.5", greedy)
+    assert "stop after max_len steps" in capsys.readouterr().out

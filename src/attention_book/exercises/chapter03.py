@@ -650,7 +650,9 @@ add_properties(
 _BETA_SCORES = torch.tensor([0.2, 1.9, 1.5, -0.4, 0.9], dtype=torch.float64)
 
 def _beta_target_is_used(answer):
-    betas = [_as_number(answer(_BETA_SCORES.clone(), target), _BETA_SCORES, target) for target in (0.75, 0.97)]
+    betas = [
+        _as_number(_call_with_time_limit(answer, _BETA_SCORES.clone(), target), _BETA_SCORES, target) for target in (0.75, 0.97)
+    ]
     if None not in betas and abs(betas[0] - betas[1]) <= 1e-9 * max(abs(betas[1]), 1.0):
         return (
             f"for the scores {_short(_BETA_SCORES)} you return beta = {betas[0]:.4g} both for target 0.75 and for target 0.97: "

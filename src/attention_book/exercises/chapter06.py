@@ -617,6 +617,12 @@ class _ScriptedModel(nn.Module):
 
     def decode(self, generated, memory, source_padding=None):
         self.calls += 1
+        if self.calls > 200 or generated.shape[1] > 64:  # every check here has max_len <= 9: a loop that does not end
+            raise ExerciseFailure(
+                f"your decoder called the model {self.calls} times, with inputs up to {generated.shape[1]} tokens, where "
+                "max_len is at most 9 here: stop after max_len steps (a loop over range(max_len)), or earlier once every "
+                "sequence has written EOS"
+            )
         batch, t = generated.shape
         logits = torch.zeros(batch, t, self.vocab_size)
         source_sum = memory[:, 0, 0].long()
