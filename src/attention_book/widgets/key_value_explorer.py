@@ -154,6 +154,11 @@ class KeyValueExplorer(AttentionWidget):
             "grid": rounded(grid, 2),
             "grid_index": [int(torch.argmin((grid - q).abs())) for q in query],
             "along": along,
+            # The store itself, for the website's page (no kernel), which recomputes the lookup for
+            # a typed query in widgets.js (keyValueData) from these.
+            "keys": self.keys_cpu.tolist(),
+            "values": self.values_cpu.tolist(),
+            "limit": self.limit,
         }
 
     def adjust_view(self, view: dict, data: dict) -> dict:

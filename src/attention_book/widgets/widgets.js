@@ -180,7 +180,7 @@ function textInput(frame, name, label, value, what) {
   const input = make("input", { type: "text", name, spellcheck: "false" }, wrapper);
   input.value = value;
   placeError(wrapper, error);
-  if (!frame.live) {
+  if (!frame.canSend) {
     input.disabled = true;
     frame.offline.push(what);
   } else {
@@ -457,7 +457,7 @@ function keyValueExplorer(frame) {
         frame.setView({ moved });
       },
       onCommit: (k) => {
-        if (frame.live) {
+        if (frame.canSend) {
           const data = dataOf(model);
           const q = data.query.slice();
           q[i] = data.grid[k];
@@ -466,7 +466,7 @@ function keyValueExplorer(frame) {
       },
     }));
   const text = textInput(frame, "query", "query", model.get("inputs").query, "type a query");
-  if (!frame.live) {  // the page holds the numbers along each component from the saved query, not every mix
+  if (!frame.canSend) {  // the page holds the numbers along each component from the saved query, not every mix
     make("span", { class: "ab-hint" }, frame.controls,
       "On this page one component moves at a time: moving another puts the first back.");
   }
@@ -676,11 +676,11 @@ function imageOf(rows, cols, valueAt, colour, lo, hi) {
 function positionalExplorer(frame) {
   const { model } = frame;
   const data0 = dataOf(model);
-  const send = (name) => (value) => frame.live && frame.send(name, String(value));
+  const send = (name) => (value) => frame.canSend && frame.send(name, String(value));
   const dModel = slider(frame, "d_model", "d_model", { min: 2, max: data0.max_d_model, step: 2, value: data0.d_model, show: (v) => v, onCommit: send("d_model") });
   const length = slider(frame, "length", "positions", { min: 2, max: data0.max_length, step: 1, value: frame.view.length, show: (v) => v, onInput: (v) => frame.setView({ length: v }) });
-  const base = slider(frame, "base", "base", { min: 1, max: 6, step: 0.25, value: Math.log10(data0.base), show: (v) => Math.round(10 ** v).toLocaleString("en"), onCommit: (v) => frame.live && frame.send("base", String(10 ** v)) });
-  if (!frame.live) {
+  const base = slider(frame, "base", "base", { min: 1, max: 6, step: 0.25, value: Math.log10(data0.base), show: (v) => Math.round(10 ** v).toLocaleString("en"), onCommit: (v) => frame.canSend && frame.send("base", String(10 ** v)) });
+  if (!frame.canSend) {
     dModel.input.disabled = true;
     base.input.disabled = true;
     frame.offline.push("change d_model or the base");
@@ -818,9 +818,365 @@ function decodingStepper(frame) {
   };
 }
 
-// The kernel's numbers, parsed once per new payload.
+// -- the website's own computations (issue 35) ---------------------------------------------
+// On the website there is no kernel. The controls whose numbers need only a little arithmetic
+// (chapter 2's typed query, chapter 3's typed scores, chapter 5's d_model and base) compute
+// them here instead, exactly as the Python widget does: the Python functions named in each
+// comment are the reference, and tests/widgets/test_static_math.py runs both over the same
+// inputs (numbers within 1e-4, the same messages for bad input). These functions touch no
+// DOM; they are exported by name for that test (anywidget uses only the default export).
+
+export class WidgetInputError extends Error {  // attention_book.widgets._base.WidgetInputError
+  constructor(message, control) {
+    super(message);
+    this.control = control || null;
+  }
+}
+
+// Python's str.isspace() characters: what str.strip() and str.split() remove.
+const PY_SPACE = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000";
+const PY_TRIM = new RegExp(`^[${PY_SPACE}]+|[${PY_SPACE}]+$`, "g");
+const PY_RUNS = new RegExp(`[${PY_SPACE}]+`);
+
+export function pyStrip(text, chars) {  // str.strip() and str.strip(chars)
+  if (chars === undefined) return text.replace(PY_TRIM, "");
+  let start = 0;
+  let end = text.length;
+  while (start < end && chars.includes(text[start])) start += 1;
+  while (end > start && chars.includes(text[end - 1])) end -= 1;
+  return text.slice(start, end);
+}
+
+export function pySplit(text) {  // str.split() with no separator
+  return pyStrip(text).split(PY_RUNS).filter((word) => word !== "");
+}
+
+// Python's float(text) (ASCII digits; Python also reads other scripts' digits), or NaN where
+// Python raises ValueError; a number too large for a float reads as an infinity, as in Python.
+const PY_FLOAT = /^[+-]?(?:(?:\d(?:_?\d)*)?\.\d(?:_?\d)*|\d(?:_?\d)*\.?)(?:[eE][+-]?\d(?:_?\d)*)?$/;
+const PY_SPECIAL = /^([+-]?)(inf|infinity|nan)$/i;
+export function pyFloat(text) {
+  const word = pyStrip(text);
+  const special = PY_SPECIAL.exec(word);
+  if (special) return special[2].toLowerCase() === "nan" ? { value: NaN } : { value: special[1] === "-" ? -Infinity : Infinity };
+  if (!PY_FLOAT.test(word)) return null;
+  return { value: Number(word.replace(/_/g, "")) };
+}
+
+export function pyInt(text) {  // Python's int(text) in base 10 (ASCII digits) and str() of it, or null where it raises
+  const word = pyStrip(text);
+  if (!/^[+-]?\d(?:_?\d)*$/.test(word)) return null;
+  const whole = BigInt(word.replace(/_/g, ""));
+  return { value: Number(whole), text: whole.toString() };
+}
+
+export function pyRepr(text) {  // repr() of a str
+  const quote = text.includes("'") && !text.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of text) {
+    const code = ch.codePointAt(0);
+    if (ch === quote || ch === "\\") out += "\\" + ch;
+    else if (ch === "\t") out += "\\t";
+    else if (ch === "\n") out += "\\n";
+    else if (ch === "\r") out += "\\r";
+    else if (ch !== " " && /[\p{C}\p{Z}]/u.test(ch)) {
+      const hex = code.toString(16);
+      out += code < 0x100 ? "\\x" + hex.padStart(2, "0") : code < 0x10000 ? "\\u" + hex.padStart(4, "0") : "\\U" + hex.padStart(8, "0");
+    } else out += ch;
+  }
+  return out + quote;
+}
+
+// The exact decimal digits of |x| (x finite, non-zero) rounded half to even, as Python's
+// formatting rounds: `keep(exponent)` says how many digits to keep.
+function roundedDigits(x, keep) {
+  const [mantissa, power] = Math.abs(x).toExponential(99).split("e");
+  let digits = mantissa.replace(".", "");
+  let exponent = Number(power);
+  const count = keep(exponent);
+  if (count <= 0) {  // every kept digit lies left of the first one: 0 or one unit of the last place
+    const up = count === 0 && (digits[0] > "5" || (digits[0] === "5" && /[1-9]/.test(digits.slice(1))));
+    return up ? { digits: "1", exponent: exponent + 1, count: 1 } : { digits: "", exponent, count: 0 };
+  }
+  const head = digits.slice(0, count);
+  const tail = digits.slice(count);
+  const up = tail[0] > "5" || (tail[0] === "5" && (/[1-9]/.test(tail.slice(1)) || Number(head[head.length - 1]) % 2 === 1));
+  digits = head;
+  if (up) {
+    const raised = (BigInt(head) + 1n).toString();
+    if (raised.length > head.length) exponent += 1;
+    digits = raised.slice(0, head.length);
+  }
+  return { digits, exponent, count };
+}
+
+export function pyFixed(x, places) {  // Python's f"{x:.{places}f}"
+  if (!Number.isFinite(x)) return Number.isNaN(x) ? "nan" : x > 0 ? "inf" : "-inf";
+  const sign = x < 0 || Object.is(x, -0) ? "-" : "";
+  let whole = "0";
+  let fraction = "0".repeat(places);
+  if (x !== 0) {
+    const { digits, exponent } = roundedDigits(x, (e) => e + 1 + places);
+    if (digits) {
+      const all = digits.padEnd(exponent + 1 + places, "0");  // the number times 10^places
+      const padded = all.padStart(places + 1, "0");
+      whole = padded.slice(0, padded.length - places);
+      fraction = padded.slice(padded.length - places);
+    }
+  }
+  return sign + whole + (places ? "." + fraction : "");
+}
+
+export function pyGeneral(x, precision = 6) {  // Python's f"{x:.{precision}g}"
+  if (!Number.isFinite(x)) return Number.isNaN(x) ? "nan" : x > 0 ? "inf" : "-inf";
+  if (x === 0) return Object.is(x, -0) ? "-0" : "0";
+  const sign = x < 0 ? "-" : "";
+  const { digits, exponent } = roundedDigits(x, () => precision);
+  if (exponent >= -4 && exponent < precision) {
+    let text;
+    if (exponent >= 0) {
+      const whole = digits.slice(0, exponent + 1).padEnd(exponent + 1, "0");
+      text = whole + "." + digits.slice(exponent + 1);
+    } else {
+      text = "0." + "0".repeat(-exponent - 1) + digits;
+    }
+    text = text.replace(/0+$/, "").replace(/\.$/, "");
+    return sign + text;
+  }
+  const mantissa = (digits[0] + "." + digits.slice(1)).replace(/0+$/, "").replace(/\.$/, "");
+  return `${sign}${mantissa}e${exponent < 0 ? "-" : "+"}${String(Math.abs(exponent)).padStart(2, "0")}`;
+}
+
+export function formatExact(value) {  // attention_book.analysis.formatting.format_exact
+  const text = pyGeneral(value, 6);
+  return text === "-0" ? "0" : text;
+}
+
+export function formatShort(value, digits = 2) {  // attention_book.analysis.formatting.format_short
+  const text = pyFixed(value, digits).replace(/0+$/, "").replace(/\.$/, "");
+  return text === "-0" || text === "" ? "0" : text;
+}
+
+// attention_book.widgets._base.rounded: numpy's round (to even) at `digits` decimals.
+function roundTo(x, digits) {
+  const scale = 10 ** digits;
+  const y = x * scale;
+  let r = Math.round(y);
+  if (r - y === 0.5 && r % 2 !== 0) r -= 1;
+  return r / scale;
+}
+function rounder(exact) {
+  const round = (values, digits = 4) => (Array.isArray(values) ? values.map((v) => round(v, digits)) : exact ? values : roundTo(values, digits));
+  return round;
+}
+
+// attention_book.attention.softmax, sparsemax, hardmax and entropy (attention_book.soft_hard), on one row.
+export function softmaxRow(z) {
+  const largest = Math.max(...z);
+  const shift = Number.isFinite(largest) ? largest : 0;
+  const e = z.map((v) => Math.exp(v - shift));
+  const total = Math.max(1, e.reduce((a, b) => a + b, 0));
+  return e.map((v) => v / total);
+}
+export function sparsemaxRow(z) {
+  const sorted = z.slice().sort((a, b) => b - a);
+  let cumulative = 0;
+  let support = 0;
+  const sums = sorted.map((v, k) => {
+    cumulative += v;
+    if (1 + (k + 1) * v > cumulative) support += 1;
+    return cumulative;
+  });
+  support = Math.max(1, support);
+  const theta = (sums[support - 1] - 1) / support;
+  return z.map((v) => Math.max(v - theta, 0));
+}
+export function hardmaxRow(z) {
+  const largest = Math.max(...z);
+  const count = z.filter((v) => v === largest).length;
+  return z.map((v) => (v === largest ? 1 / count : 0));
+}
+export function entropyOf(weights) {
+  return 0 - weights.reduce((sum, w) => sum + (w > 0 ? w * Math.log(Math.max(w, 1e-30)) : 0), 0);
+}
+
+// -- chapter 3: attention_book.widgets.soft_hard_explorer ---------------------------------
+const SCORE_LIMIT = 20;
+const MAX_SCORE_KEYS = 10;
+
+export function parseScores(text, limit = SCORE_LIMIT, maxKeys = MAX_SCORE_KEYS) {  // parse_scores
+  const entries = pyStrip(pyStrip(text), "[]()").split(",").map((entry) => pyStrip(entry));
+  if (!entries.some((entry) => entry)) {
+    throw new WidgetInputError('type one score per key, separated by commas, for example "river=1.9, bank=1.5, the=0.2"');
+  }
+  if (entries.length > maxKeys) throw new WidgetInputError(`${entries.length} scores were given; this widget shows 1 to ${maxKeys} keys`);
+  const labels = [];
+  const scores = [];
+  entries.forEach((entry, index) => {
+    if (!entry) throw new WidgetInputError(`entry ${index + 1} is empty: remove the extra comma`);
+    const cut = entry.lastIndexOf("=");
+    const number = cut < 0 ? entry : entry.slice(cut + 1);
+    const label = pyStrip(cut < 0 ? "" : entry.slice(0, cut)) || `key ${index + 1}`;
+    const parsed = pyFloat(number);
+    if (parsed === null) {
+      throw new WidgetInputError(`${pyRepr(pyStrip(number))} (entry ${index + 1}) is not a number; write "label=score" or just the score`);
+    }
+    const score = parsed.value;
+    if (!Number.isFinite(score)) throw new WidgetInputError(`${pyRepr(pyStrip(number))} (entry ${index + 1}) is not a finite number`);
+    if (Math.abs(score) > limit) {
+      throw new WidgetInputError(`the score of ${pyRepr(label)} is ${formatExact(score)}; keep scores between ${formatExact(-limit)} and ${formatExact(limit)}`);
+    }
+    labels.push(label);
+    scores.push(score);
+  });
+  return [labels, scores];
+}
+
+// SoftHardExplorer.compute: `inputs.scores` and the slider's stops (`saved.betas`) -> data.
+export function softHardData(inputs, saved, { exact = false } = {}) {
+  const round = rounder(exact);
+  const [labels, scores] = parseScores(inputs.scores);
+  const betas = saved.betas;
+  const methods = { softmax: softmaxRow, sparsemax: sparsemaxRow, hardmax: hardmaxRow };
+  const data = { labels, scores, betas: betas.slice(), entropy: {}, nonzero: {} };
+  for (const [name, weigh] of Object.entries(methods)) {
+    const rows = betas.map((beta) => weigh(scores.map((s) => beta * s)));
+    if (name !== "hardmax") data[name] = round(rows);
+    data.entropy[name] = round(rows.map(entropyOf));
+    data.nonzero[name] = rows.map((row) => row.filter((w) => w > 0).length);
+  }
+  data.hardmax = round(hardmaxRow(scores));
+  data.uniform_entropy = Math.log(scores.length);
+  return data;
+}
+
+// -- chapter 5: attention_book.widgets.positional_explorer --------------------------------
+const BASE_RANGE = [10, 1000000];
+
+export function positionalSettings(inputs, maxDModel = 256) {  // PositionalEncodingExplorer._settings
+  const whole = pyInt(inputs.d_model);
+  if (whole === null) throw new WidgetInputError(`d_model must be a whole number, but ${pyRepr(inputs.d_model)} was given`, "d_model");
+  const dModel = whole.value;
+  if (dModel % 2 !== 0 || !(dModel >= 2 && dModel <= maxDModel)) {
+    throw new WidgetInputError(
+      `d_model must be an even number from 2 to ${maxDModel} (each frequency fills a sine and a cosine column), but it is ${whole.text}`, "d_model");
+  }
+  const parsed = pyFloat(inputs.base);
+  if (parsed === null) throw new WidgetInputError(`the base must be a number, but ${pyRepr(inputs.base)} was given`, "base");
+  const base = parsed.value;
+  if (!(Number.isFinite(base) && BASE_RANGE[0] * 0.999 <= base && base <= BASE_RANGE[1] * 1.001)) {
+    throw new WidgetInputError(`the base must lie between 10 and 1,000,000, but it is ${pyGeneral(base)}`, "base");
+  }
+  return [dModel, base];
+}
+
+// PositionalEncodingExplorer.compute, with attention_book.positional.sinusoidal_encoding
+// (computed in float64, stored in float32) and sinusoidal_frequencies.
+export function positionalData(inputs, saved, { exact = false } = {}) {
+  const round = rounder(exact);
+  const positions = saved.max_length;
+  const [dModel, base] = positionalSettings(inputs, saved.max_d_model);
+  const frequencies = [];
+  for (let i = 0; i < dModel; i += 2) frequencies.push(Math.exp((-Math.log(base) * i) / dModel));
+  const table = [];
+  for (let p = 0; p < positions; p += 1) {
+    const row = new Array(dModel);
+    frequencies.forEach((w, k) => {
+      row[2 * k] = Math.fround(Math.sin(p * w));
+      row[2 * k + 1] = Math.fround(Math.cos(p * w));
+    });
+    table.push(row);
+  }
+  const dot = table.map((row) => row.reduce((sum, v, k) => sum + v * table[0][k], 0));  // PE[0] . PE[j]
+  const norms = table.map((row) => Math.sqrt(row.reduce((sum, v) => sum + v * v, 0)));
+  const cosine = dot.map((d, j) => d / (norms[0] * norms[j]));
+  return {
+    d_model: dModel,
+    base,
+    max_length: positions,
+    max_d_model: saved.max_d_model,
+    measures: saved.measures.slice(),
+    pe: round(table, 3),
+    similarity: { "dot product": round(dot, 3), cosine: round(cosine, 4) },
+    wavelengths: [(2 * Math.PI) / frequencies[0], (2 * Math.PI) / frequencies[frequencies.length - 1]],
+  };
+}
+
+// -- chapter 2: attention_book.widgets.key_value_explorer ---------------------------------
+export function parseQuery(text, size, limit) {  // parse_query
+  const cleaned = pySplit(pyStrip(pyStrip(text), "[]()").replace(/,/g, " "));
+  if (!cleaned.length) throw new WidgetInputError(`type ${size} numbers separated by commas, for example "${Array(size).fill("0").join(", ")}"`);
+  const numbers = cleaned.map((word) => {
+    const parsed = pyFloat(word);
+    if (parsed === null) throw new WidgetInputError(`${pyRepr(word)} is not a number; type ${size} numbers separated by commas`);
+    if (!Number.isFinite(parsed.value)) throw new WidgetInputError(`${pyRepr(word)} is not a finite number`);
+    return parsed.value;
+  });
+  if (numbers.length !== size) {
+    throw new WidgetInputError(`the keys have ${size} components, so the query needs ${size} numbers, but ${numbers.length} were given`);
+  }
+  numbers.forEach((number, index) => {
+    if (Math.abs(number) > limit) {
+      throw new WidgetInputError(`component ${index + 1} is ${formatShort(number)}, but the sliders go from ${formatShort(-limit)} to ${formatShort(limit)}`);
+    }
+  });
+  return numbers;
+}
+
+// KeyValueExplorer.compute: the lookup (attention_book.attention.scaled_dot_product_attention
+// of float32 numbers) for the typed query and along each component's slider, from the keys and
+// values the kernel saved in the payload.
+export function keyValueData(inputs, saved, { exact = false } = {}) {
+  const round = rounder(exact);
+  const keys = saved.keys;
+  const size = keys[0].length;
+  const query = parseQuery(inputs.query, size, saved.limit);
+  const scale = Math.sqrt(size);
+  function lookup(q) {
+    const scores = keys.map((key) => key.reduce((sum, k, c) => sum + q[c] * k, 0) / scale);
+    const weights = softmaxRow(scores);
+    const value = saved.values[0].map((_, c) => weights.reduce((sum, w, j) => sum + w * saved.values[j][c], 0));
+    return { scores, weights, value };
+  }
+  const grid = [];
+  for (let k = 0; -saved.limit + 0.5 * k <= saved.limit; k += 1) grid.push(-saved.limit + 0.5 * k);
+  const point = query.map(Math.fround);
+  const typed = lookup(point);
+  const along = point.map((_, i) => {
+    const sweep = grid.map((g) => lookup(point.map((v, c) => (c === i ? g : v))));
+    return { weights: round(sweep.map((s) => s.weights)), values: round(sweep.map((s) => s.value), 3), scores: round(sweep.map((s) => s.scores), 3) };
+  });
+  const nearest = (q) => grid.reduce((best, g, k) => (Math.abs(g - q) < Math.abs(grid[best] - q) ? k : best), 0);
+  return {
+    query,
+    key_labels: saved.key_labels.slice(),
+    values_list: saved.values_list,
+    scores: round(typed.scores, 3),
+    weights: round(typed.weights),
+    value: round(typed.value, 3),
+    grid: round(grid, 2),
+    grid_index: point.map(nearest),
+    along,
+    keys: saved.keys,
+    values: saved.values,
+    limit: saved.limit,
+  };
+}
+
+// The kinds whose controls compute on the website, and how: null where the saved payload
+// lacks what they need (a chapter saved before this code existed).
+const STATIC_COMPUTE = {
+  soft_hard: (saved) => (saved.betas ? softHardData : null),
+  positional: (saved) => (saved.max_length && saved.measures ? positionalData : null),
+  key_value: (saved) => (saved.keys && saved.values && saved.limit ? keyValueData : null),
+};
+
+// The kernel's numbers, parsed once per new payload; on the website, the numbers this page
+// computed last (staticSend) replace the saved ones.
 const parsed = new WeakMap();
+const computedHere = new WeakMap();
 function dataOf(model) {
+  if (computedHere.has(model)) return computedHere.get(model);
   const text = model.get("payload");
   const cached = parsed.get(model);
   if (cached && cached.text === text) return cached.data;
@@ -852,6 +1208,12 @@ function render({ model, el }) {
     view: Object.assign({}, model.get("view")),
     colour: makePalette(model.get("palette")),
   };
+  // Without a kernel, the controls of STATIC_COMPUTE's kinds compute here (frame.local).
+  const local = STATIC_COMPUTE[model.get("kind")];
+  frame.local = live || !local ? null : local(dataOf(model));
+  frame.canSend = live || Boolean(frame.local);
+  frame.inputs = Object.assign({}, model.get("inputs"));
+  frame.error = null;
   make("div", { class: "ab-title" }, el, model.get("title"));
   frame.controls = make("div", { class: "ab-controls" }, el);
   frame.picture = make("div", { class: "ab-picture" }, el);
@@ -879,9 +1241,29 @@ function render({ model, el }) {
 
   frame.send = function (name, value) {
     frame.sentAt = performance.now();
+    if (!live) {
+      staticSend(name, value);
+      return;
+    }
     model.set("inputs", Object.assign({}, model.get("inputs"), { [name]: value }));
     model.save_changes();
   };
+  // The website's answer to a control (no kernel): what AttentionWidget.update does, here.
+  function staticSend(name, value) {
+    frame.inputs = Object.assign({}, frame.inputs, { [name]: value });
+    try {
+      const data = frame.local(frame.inputs, dataOf(model));
+      computedHere.set(model, data);
+      frame.error = null;
+      if (model.get("kind") === "key_value") frame.view.moved = {};  // KeyValueExplorer.adjust_view
+      redraw();
+    } catch (error) {
+      if (!(error instanceof WidgetInputError)) throw error;
+      frame.error = { control: error.control || name, message: error.message };
+    }
+    showError();
+    el.dataset.roundTripMs = String(performance.now() - frame.sentAt);
+  }
   let draw = null;
   function redraw() {
     const start = performance.now();
@@ -905,7 +1287,7 @@ function render({ model, el }) {
   };
   draw = RENDERERS[model.get("kind")](frame);
   function showError() {
-    const error = model.get("error") || {};
+    const error = frame.error || model.get("error") || {};
     for (const [name, span] of Object.entries(frame.errors)) span.textContent = error.control === name ? `⚠ ${error.message}` : "";
     frame.picture.classList.toggle("ab-stale", Boolean(error.message));
     if (error.message && !frame.errors[error.control]) note.textContent = `⚠ ${error.message}`;
