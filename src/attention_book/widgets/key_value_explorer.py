@@ -5,7 +5,9 @@ The query is set with one slider per component or typed as text (``"0, 10, 0"``)
 The picture (drawn by the browser) shows the attention weight of every key (bars) and,
 next to it, the sum ``weight x value`` that the soft lookup returns. The kernel computes
 the lookup with torch for the typed query and along each slider's range, so moving one
-slider needs no kernel. By default the store is the book's
+slider needs no kernel; on the book's website (no kernel) widgets.js computes the lookup for
+a typed query from the store in ``data`` (parseQuery, keyValueData; tested against this
+module in tests/widgets/test_static_math.py). By default the store is the book's
 sanity check: keys ``[10,0,0], [0,10,0], [0,0,10], [0,0,10]`` and values
 ``[1,0,0], [10,0,0], [100,5,0], [1000,6,0]``.
 """
@@ -72,7 +74,8 @@ class KeyValueExplorer(AttentionWidget):
 
     ``data`` holds the typed ``query`` with its ``scores``, ``weights`` and ``value``, and
     ``along``: for each component the same along its slider (``grid``) with the other
-    components held; :meth:`shown` reads out what the picture shows.
+    components held; and the store itself (``keys``, ``values``, the sliders' ``limit``), from
+    which the website's page recomputes a typed query; :meth:`shown` reads out what the picture shows.
     """
 
     def __init__(

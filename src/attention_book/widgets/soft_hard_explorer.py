@@ -11,7 +11,9 @@ Controls: the inverse temperature beta (a log-scale slider from 0.01, almost uni
 (a label and a score per key) or as plain numbers ``1.9, 1.5, ...``.
 
 The kernel computes all three at every stop of the beta slider (torch, on the chosen
-device); the browser draws the stop the slider is at, so moving it needs no kernel.
+device); the browser draws the stop the slider is at, so moving it needs no kernel. On the
+book's website (no kernel) widgets.js computes the same numbers for typed scores
+(parseScores, softHardData; tested against this module in tests/widgets/test_static_math.py).
 """
 
 from __future__ import annotations

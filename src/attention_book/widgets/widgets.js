@@ -9,8 +9,10 @@
 // One file, no imports: Python serves it as anywidget's ES module (`_esm`, with an
 // `export default` appended) in Jupyter, VS Code and Colab; on the book's website the
 // widget state saved in each chapter carries the same source, and the page has no
-// kernel (window.__attentionBookStaticPage, set by tools/widgets_offline.js), so
-// model-bound controls are disabled with a note.
+// kernel (window.__attentionBookStaticPage, set by tools/widgets_offline.js): there the
+// controls whose numbers are plain arithmetic (chapter 2's query, chapter 3's scores,
+// chapter 5's d_model and base) are computed by this file (STATIC_COMPUTE, mirroring the
+// Python widgets), and the model-bound ones are disabled with a note.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -174,7 +176,8 @@ function button(frame, name, text, onClick) {
 }
 
 // A control that needs the kernel (a new sentence, source, query text): on the website it
-// is disabled and a note says where it works.
+// is disabled and a note says where it works, unless this file computes its numbers there
+// (frame.canSend: see STATIC_COMPUTE).
 function textInput(frame, name, label, value, what) {
   const { wrapper, error } = control(frame, name, label);
   const input = make("input", { type: "text", name, spellcheck: "false" }, wrapper);
