@@ -72,7 +72,9 @@ def open_page(browser, page):
 def check_error(read, widget, label) -> list[str]:
     expected = f"⚠ {widget.error['message']}"
     if read["error"] != expected or not read["stale"] or read["frames"]:
-        return [f"{label}: shows {read['error']!r} (stale {read['stale']}, {read['frames']} redraws); Python says {expected!r}"]
+        return [
+            f"{label}: shows {read['error']!r} (stale {read['stale']}, {read['frames']} redraws); Python says {expected!r}"
+        ]
     return []
 
 
@@ -95,13 +97,17 @@ def test_typed_scores_redraw_chapter_3_with_the_python_weights(site, browser):
             problems.append(f"{label}: {read['error']!r}, stale {read['stale']}, {read['frames']} redraws")
         weights = [[h / 114 for h in bars] for bars in read["bars"]]  # barChart's plot: 130 - 16 px
         expected = [shown["softmax"], shown["sparsemax"], shown["hardmax"]]
-        if len(weights) != 3 or any(len(a) != len(b) or max(abs(x - y) for x, y in zip(a, b)) > 1e-4 for a, b in zip(weights, expected)):
+        if len(weights) != 3 or any(
+            len(a) != len(b) or max(abs(x - y) for x, y in zip(a, b)) > 1e-4 for a, b in zip(weights, expected)
+        ):
             problems.append(f"{label}: bars {weights} != Python's {expected}")
         infos = [t for t in read["texts"] if t.startswith("entropy ") and "non-zero" in t]
         for info, method in zip(infos, ("softmax", "sparsemax", "hardmax")):
             entropy, nonzero = numbers_in(info)
             if abs(entropy - shown["entropy"][method]) > 0.0051 or nonzero != shown["nonzero"][method]:
-                problems.append(f"{label}: {method} reads {info!r}; Python: {shown['entropy'][method]}, {shown['nonzero'][method]}")
+                problems.append(
+                    f"{label}: {method} reads {info!r}; Python: {shown['entropy'][method]}, {shown['nonzero'][method]}"
+                )
     assert not problems, "\n".join(problems)
 
 
@@ -128,7 +134,10 @@ def test_a_typed_query_redraws_chapter_2_with_the_python_lookup(site, browser):
             problems.append(f"{label}: {read['error']!r}, stale {read['stale']}, {read['frames']} redraws")
         if max(abs(a - b) for a, b in zip(weights, shown["weights"])) > 1e-4 or len(weights) != len(shown["weights"]):
             problems.append(f"{label}: weights {weights} != Python's {shown['weights']}")
-        if max(abs(a - b) for a, b in zip(value, shown["value"])) > 0.0051 or max(abs(a - b) for a, b in zip(query, shown["query"])) > 0.051:
+        if (
+            max(abs(a - b) for a, b in zip(value, shown["value"])) > 0.0051
+            or max(abs(a - b) for a, b in zip(query, shown["query"])) > 0.051
+        ):
             problems.append(f"{label}: value {value}, query {query} != Python's {shown['value']}, {shown['query']}")
     assert not problems, "\n".join(problems)
 
@@ -149,10 +158,14 @@ def test_d_model_and_base_redraw_chapter_5_with_the_python_table(site, browser):
             problems.append(f"{label}: {read['error']!r}, stale {read['stale']}, {read['frames']} redraws")
         title = next(t for t in read["texts"] if t.startswith("PE: "))
         if numbers_in(title)[:2] != [shown["length"], shown["d_model"]]:
-            problems.append(f"{label}: the table is titled {title!r}; Python: {shown['length']} positions, d_model {shown['d_model']}")
+            problems.append(
+                f"{label}: the table is titled {title!r}; Python: {shown['length']} positions, d_model {shown['d_model']}"
+            )
         scale = numbers_in(next(t for t in read["texts"] if t.startswith("colours from")))
         similarity = shown["similarity"]
         expected = [float(similarity.min()), float(similarity.max())]
         if max(abs(a - b) for a, b in zip(scale, expected)) > 0.0051:
-            problems.append(f"{label}: the similarity's colours run {scale}; Python's {shown['measure']} runs {expected}")
+            problems.append(
+                f"{label}: the similarity's colours run {scale}; Python's {shown['measure']} runs {expected}"
+            )
     assert not problems, "\n".join(problems)

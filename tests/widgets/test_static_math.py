@@ -36,35 +36,116 @@ from attention_book.widgets.soft_hard_explorer import SoftHardExplorer
 
 SCORES = [
     # good
-    "river=1.9, bank=1.5, the=0.2", "1.9, 1.5, 0.2", "[1, 2, 3]", "(0.5)", "a=1, b=1, c=1, d=0.5",
-    "x=-20, y=20", "1e1, -1e1, 0", "1_0, 2", "  the = 0.2 ,  river=1.9  ", "a=b=3, c=2",
-    "0, 0, 0, 0, 0, 0, 0, 0, 0, 0", "+.5, -.25, 5.", "é=1.5, ü=0.2, 猫=-3", "7",
-    "k=19.999999, l=-0.0000001, m=3.14159265", "=4, =5",
+    "river=1.9, bank=1.5, the=0.2",
+    "1.9, 1.5, 0.2",
+    "[1, 2, 3]",
+    "(0.5)",
+    "a=1, b=1, c=1, d=0.5",
+    "x=-20, y=20",
+    "1e1, -1e1, 0",
+    "1_0, 2",
+    "  the = 0.2 ,  river=1.9  ",
+    "a=b=3, c=2",
+    "0, 0, 0, 0, 0, 0, 0, 0, 0, 0",
+    "+.5, -.25, 5.",
+    "é=1.5, ü=0.2, 猫=-3",
+    "7",
+    "k=19.999999, l=-0.0000001, m=3.14159265",
+    "=4, =5",
     # bad: empty, unparsable, out of range, too many
-    "", "   ", "[]", ",", "1,,2", "1, 2,", "abc", "a=x", "a=1, b=nan", "a=inf", "a=21", "-20.5",
-    "1,2,3,4,5,6,7,8,9,10,11", "a=1e400", "it's=1, b=bad'q", "a=0x10", "1__0", "a=\t", "a=25.1234567",
-    "q=1, r=\\x", "a=\u00a0", "weird\x01=99",
+    "",
+    "   ",
+    "[]",
+    ",",
+    "1,,2",
+    "1, 2,",
+    "abc",
+    "a=x",
+    "a=1, b=nan",
+    "a=inf",
+    "a=21",
+    "-20.5",
+    "1,2,3,4,5,6,7,8,9,10,11",
+    "a=1e400",
+    "it's=1, b=bad'q",
+    "a=0x10",
+    "1__0",
+    "a=\t",
+    "a=25.1234567",
+    "q=1, r=\\x",
+    "a=\u00a0",
+    "weird\x01=99",
 ]
 
 POSITIONAL = [
     # good: (d_model, base)
-    ("64", "10000.0"), ("2", "10"), ("256", "1000000"), ("128", "10000"), ("16", "100"),
-    ("8", "31622.776601683792"), (" 32 ", "1e4"), ("+48", "5000.5"), ("1_0", "10"),
-    ("100", "999999.9"), ("62", "1000000.5"), ("4", "9.995"), ("0_6", "17782.794100389227"),
+    ("64", "10000.0"),
+    ("2", "10"),
+    ("256", "1000000"),
+    ("128", "10000"),
+    ("16", "100"),
+    ("8", "31622.776601683792"),
+    (" 32 ", "1e4"),
+    ("+48", "5000.5"),
+    ("1_0", "10"),
+    ("100", "999999.9"),
+    ("62", "1000000.5"),
+    ("4", "9.995"),
+    ("0_6", "17782.794100389227"),
     # bad
-    ("", "10000"), ("abc", "10000"), ("3", "10000"), ("0", "10000"), ("258", "10000"), ("-2", "10000"),
-    ("64.0", "10000"), ("1e2", "10000"), ("64", ""), ("64", "abc"), ("64", "5"), ("64", "2000000"),
-    ("64", "inf"), ("64", "nan"), ("64", "-10000"), ("999999999999999999999999", "10000"),
-    ("64", "1234565"), ("64", "0.0001"), ("64", "0.00001"), ("7", "abc"), ("64", "1,000"),
+    ("", "10000"),
+    ("abc", "10000"),
+    ("3", "10000"),
+    ("0", "10000"),
+    ("258", "10000"),
+    ("-2", "10000"),
+    ("64.0", "10000"),
+    ("1e2", "10000"),
+    ("64", ""),
+    ("64", "abc"),
+    ("64", "5"),
+    ("64", "2000000"),
+    ("64", "inf"),
+    ("64", "nan"),
+    ("64", "-10000"),
+    ("999999999999999999999999", "10000"),
+    ("64", "1234565"),
+    ("64", "0.0001"),
+    ("64", "0.00001"),
+    ("7", "abc"),
+    ("64", "1,000"),
 ]
 
 QUERIES = [
     # good
-    "0, 10, 0", "[0, 0, 10]", "(1 2 3)", "10,-10,10", "0.25, 0.75, -0.25", "1e1 0 0", "  3,4  ,5 ",
-    "-0, 0, 0", "9.99, -9.99, 0.001", "1_0, 0, 0", "1,,2,3", "0.3 0.3 0.3", "-7.5, 2.5, 10",
+    "0, 10, 0",
+    "[0, 0, 10]",
+    "(1 2 3)",
+    "10,-10,10",
+    "0.25, 0.75, -0.25",
+    "1e1 0 0",
+    "  3,4  ,5 ",
+    "-0, 0, 0",
+    "9.99, -9.99, 0.001",
+    "1_0, 0, 0",
+    "1,,2,3",
+    "0.3 0.3 0.3",
+    "-7.5, 2.5, 10",
     # bad
-    "", "  ", "[]", "a b c", "1, 2", "1 2 3 4", "1, nan, 2", "inf 0 0", "11, 0, 0", "0 0 -10.125",
-    "0x1 0 0", "1e400 0 0", "0 0 10.005", "2 'x' 3",
+    "",
+    "  ",
+    "[]",
+    "a b c",
+    "1, 2",
+    "1 2 3 4",
+    "1, nan, 2",
+    "inf 0 0",
+    "11, 0, 0",
+    "0 0 -10.125",
+    "0x1 0 0",
+    "1e400 0 0",
+    "0 0 10.005",
+    "2 'x' 3",
 ]
 
 # A second store: 2 components, fractional numbers, a slider range of +-13 (not the default 10).
@@ -104,8 +185,12 @@ def run_js(tmp_path_factory):
 
     def run(cases: list[dict]) -> list[dict]:
         completed = subprocess.run(
-            [node, "-e", RUNNER, module.as_uri()], input=json.dumps(cases), capture_output=True, text=True,
-            timeout=120, encoding="utf-8",
+            [node, "-e", RUNNER, module.as_uri()],
+            input=json.dumps(cases),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            encoding="utf-8",
         )
         assert completed.returncode == 0, completed.stderr
         return json.loads(completed.stdout)
@@ -134,7 +219,9 @@ def differences(js, py, path="data", *, atol=1e-4, rtol=0.0, step=None) -> list[
     if isinstance(py, dict):
         if not isinstance(js, dict) or set(js) != set(py):
             return [f"{path}: keys {sorted(js) if isinstance(js, dict) else js!r} != {sorted(py)}"]
-        return [d for key in py for d in differences(js[key], py[key], f"{path}.{key}", atol=atol, rtol=rtol, step=step)]
+        return [
+            d for key in py for d in differences(js[key], py[key], f"{path}.{key}", atol=atol, rtol=rtol, step=step)
+        ]
     if isinstance(py, list):
         if not isinstance(js, list) or len(js) != len(py):
             return [f"{path}: {js!r:.80} != {py!r:.80} (lengths)"]
@@ -163,7 +250,9 @@ def compare(cases, python_answers, js_answers, **tolerance) -> tuple[list[str], 
         elif "error" in py or "error" in js:
             bad += 1
             if py.get("error") != js.get("error"):
-                problems.append(f"{label}: Python {py.get('error') or 'computes'}; JavaScript {js.get('error') or 'computes'}")
+                problems.append(
+                    f"{label}: Python {py.get('error') or 'computes'}; JavaScript {js.get('error') or 'computes'}"
+                )
         else:
             good += 1
             problems += [f"{label}: {d}" for d in differences(js["data"], py["data"], **tolerance)]
@@ -176,7 +265,9 @@ def check(run_js, widget, fn, saved, inputs_list, changed, monkeypatch, *, rtol=
             if exact:
                 unrounded(patch)
             python_answers = [python_answer(widget, inputs, changed) for inputs in inputs_list]
-        cases = [{"fn": fn, "inputs": inputs, "saved": saved, "exact": exact, "changed": changed} for inputs in inputs_list]
+        cases = [
+            {"fn": fn, "inputs": inputs, "saved": saved, "exact": exact, "changed": changed} for inputs in inputs_list
+        ]
         js_answers = run_js(cases)
         # Rounded payloads: one step of the last decimal kept (3 for the sums, 4 for weights).
         tolerance = {"atol": 1e-4, "rtol": rtol} if exact else {"atol": 1e-4, "rtol": rtol, "step": 1e-3}
@@ -205,19 +296,39 @@ def test_a_typed_query_gives_the_python_widgets_lookup_and_messages(run_js, monk
     widget = KeyValueExplorer(device="cpu", **store)
     widget.unobserve(widget._on_inputs, names="inputs")
     saved = json.loads(widget.payload)
-    check(run_js, widget, "keyValueData", saved, [{"query": text} for text in queries], "query", monkeypatch,
-          rtol=1e-5, minimum=10 if store else 20)
+    check(
+        run_js,
+        widget,
+        "keyValueData",
+        saved,
+        [{"query": text} for text in queries],
+        "query",
+        monkeypatch,
+        rtol=1e-5,
+        minimum=10 if store else 20,
+    )
 
 
 @pytest.mark.parametrize(
     "value, places, fixed, general",
-    [(0.125, 2, "0.12", "0.125"), (0.375, 2, "0.38", "0.375"), (-10.125, 2, "-10.12", "-10.125"),
-     (1234565.0, 2, "1234565.00", "1.23456e+06"), (1e-05, 3, "0.000", "1e-05"), (-0.0001, 2, "-0.00", "-0.0001"),
-     (999999.5, 0, "1000000", "1e+06"), (2.5, 0, "2", "2.5"), (123.456, 1, "123.5", "123.456"), (0.0, 2, "0.00", "0")],
+    [
+        (0.125, 2, "0.12", "0.125"),
+        (0.375, 2, "0.38", "0.375"),
+        (-10.125, 2, "-10.12", "-10.125"),
+        (1234565.0, 2, "1234565.00", "1.23456e+06"),
+        (1e-05, 3, "0.000", "1e-05"),
+        (-0.0001, 2, "-0.00", "-0.0001"),
+        (999999.5, 0, "1000000", "1e+06"),
+        (2.5, 0, "2", "2.5"),
+        (123.456, 1, "123.5", "123.456"),
+        (0.0, 2, "0.00", "0"),
+    ],
 )
 def test_python_number_formatting_is_mirrored(run_js, value, places, fixed, general):
     assert f"{value:.{places}f}" == fixed and f"{value:.6g}" == general  # the expectations are Python's
-    cases = [{"fn": "pyFixed", "inputs": value, "saved": places, "exact": False},
-             {"fn": "pyGeneral", "inputs": value, "saved": 6, "exact": False}]
+    cases = [
+        {"fn": "pyFixed", "inputs": value, "saved": places, "exact": False},
+        {"fn": "pyGeneral", "inputs": value, "saved": 6, "exact": False},
+    ]
     answers = run_js(cases)
     assert [answer.get("data") for answer in answers] == [fixed, general], answers
