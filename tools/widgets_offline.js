@@ -14,7 +14,8 @@
  *    anywidget's front end in the anywidget/ folder next to this file (copied there by
  *    tools/build_book.py), never on a CDN. The page has no kernel, which the widgets
  *    read from window.__attentionBookStaticPage: controls that would need the model are
- *    shown disabled, with a note.
+ *    shown disabled, with a note (those whose numbers are plain arithmetic, such as chapter
+ *    3's typed scores, widgets.js computes in the page instead).
  *
  * 3. MathJax. ipywidgets 8's manager typesets widget labels with MathJax 2's API,
  *    MathJax.Hub.Queue(["Typeset", MathJax.Hub, element]); the site serves MathJax 3,
