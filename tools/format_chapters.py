@@ -41,7 +41,9 @@ def format_cell(source: str, executable: str) -> str | None:
     """The cell formatted at WIDTH columns, or None when ruff cannot parse it."""
     completed = subprocess.run(
         [executable, "format", "--isolated", "--line-length", str(WIDTH), "--stdin-filename", "cell.py", "-"],
-        input=source, capture_output=True, text=True,
+        input=source,
+        capture_output=True,
+        text=True,
     )
     return completed.stdout.rstrip("\n") if completed.returncode == 0 else None
 

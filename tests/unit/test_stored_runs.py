@@ -165,7 +165,10 @@ def test_a_missing_run_and_a_changed_file_are_named(stored_folder, monkeypatch):
     "chapter, names",
     [
         ("chapter04", ["one head", "two heads"]),
-        ("chapter06", ["dates", "dates, dropout 0.1", "language model", "no causal mask", "review classifier", "sorting"]),
+        (
+            "chapter06",
+            ["dates", "dates, dropout 0.1", "language model", "no causal mask", "review classifier", "sorting"],
+        ),
     ],
 )
 def test_the_package_ships_every_seed_of_chapters_4_and_6(chapter, names, monkeypatch):

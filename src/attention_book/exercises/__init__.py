@@ -64,4 +64,3 @@ __all__ = [
     "FAIL_MARK",
     "NOT_IMPLEMENTED",
 ]
-

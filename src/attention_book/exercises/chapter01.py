@@ -151,7 +151,9 @@ def _check_scores_and_weights(answer) -> None:
             SCORES_AS_WEIGHTS: expected_scores,
             "you divided the scores by their sum; weights come from a softmax (exponentiate, then divide by the sum), "
             "which also keeps every weight positive": _normalised_by_sum(query, keys)[1],
-            "these are one-hot weights (argmax): attention is soft, every key gets some weight": _one_hot(query, keys)[1],
+            "these are one-hot weights (argmax): attention is soft, every key gets some weight": _one_hot(query, keys)[
+                1
+            ],
             "your weights are the softmax of the UNSCALED scores: apply the softmax to the scaled scores": _weights_of_unscaled_scores(
                 query, keys
             )[1],
@@ -325,14 +327,25 @@ def _check_attention_with_a_mask(answer, generator: torch.Generator, Q, K, V) ->
         f"A (with a ({T_q}, {T_k}) mask)",
         {
             **{hint: wrong_A for hint, (_, wrong_A) in family.items()},
-            "the mask is ignored: set the scores where the mask is False to -inf BEFORE the softmax": _mask_ignored(Q, K, V, mask)[1],
+            "the mask is ignored: set the scores where the mask is False to -inf BEFORE the softmax": _mask_ignored(
+                Q, K, V, mask
+            )[1],
             "the mask was applied after the softmax: the remaining weights no longer sum to 1. "
             "Fill the scores with -inf before the softmax instead": _mask_after_softmax(Q, K, V, mask)[1],
-            "the mask is inverted: True means 'may attend', so fill the scores where the mask is False": _mask_inverted(Q, K, V, mask)[1],
-            "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1": _softmax_over_queries(Q, K, V, mask)[1],
+            "the mask is inverted: True means 'may attend', so fill the scores where the mask is False": _mask_inverted(
+                Q, K, V, mask
+            )[1],
+            "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1": _softmax_over_queries(
+                Q, K, V, mask
+            )[1],
         },
     )
-    diagnose(H, expected_H, f"H (with a ({T_q}, {T_k}) mask)", known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()})
+    diagnose(
+        H,
+        expected_H,
+        f"H (with a ({T_q}, {T_k}) mask)",
+        known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()},
+    )
 
 
 def _check_attention_when_large(answer, generator: torch.Generator, V, *, T_q: int, d_k: int) -> None:
@@ -354,8 +367,20 @@ def _check_attention_when_large(answer, generator: torch.Generator, V, *, T_q: i
             "A contains nan or inf when a score is large (1,000): exp() overflowed. Subtract each row's largest "
             "score before exp (the softmax does not change), or use torch.softmax"
         )
-    diagnose(A, expected_A, "A (with a score of 1,000 and two tied keys)", known_mistakes={h: a for h, (_, a) in family.items()}, atol=1e-4)
-    diagnose(H, expected_H, "H (with a score of 1,000 and two tied keys)", known_mistakes={h: o for h, (o, _) in family.items()}, atol=1e-4)
+    diagnose(
+        A,
+        expected_A,
+        "A (with a score of 1,000 and two tied keys)",
+        known_mistakes={h: a for h, (_, a) in family.items()},
+        atol=1e-4,
+    )
+    diagnose(
+        H,
+        expected_H,
+        "H (with a score of 1,000 and two tied keys)",
+        known_mistakes={h: o for h, (o, _) in family.items()},
+        atol=1e-4,
+    )
 
 
 def _check_attention(answer) -> None:
@@ -454,7 +479,11 @@ def _scores_scale_probe(answer):
         keys[0, 1], keys[1, 0], keys[2, 0], keys[2, 1] = 1.0, -1.0, 1.0, 1.0
         scores = _scores_weights_of(answer, query, keys)[0]
         shown = [round(float(v), 3) for v in scores]
-        if abs(float(scores[0])) > 1e-6 or float(scores[2]) <= 0 or not torch.allclose(scores[1], -scores[2], atol=1e-5):
+        if (
+            abs(float(scores[0])) > 1e-6
+            or float(scores[2]) <= 0
+            or not torch.allclose(scores[1], -scores[2], atol=1e-5)
+        ):
             return (
                 f"keys whose dot products with the query are 0 (a key at right angles to it), -2 and 2 got the scores {shown}: "
                 "a score is the dot product q.k (keys @ query) divided by sqrt(d_k), so the first must be 0 and the other two opposite"
@@ -486,7 +515,7 @@ add_properties(
     "1.1",
     [
         Property("the pair (scores, weights)", _pair_order_probe),
-        Property("the scores " + SCALE[len("the scale "):], _scores_scale_probe),
+        Property("the scores " + SCALE[len("the scale ") :], _scores_scale_probe),
         *attention_properties(_one_query_weights_of),
         Property("the weights are the softmax of the scores", _weights_follow_scores_probe),
     ],
@@ -532,7 +561,10 @@ add_properties(
     "1.2",
     [
         *attention_properties(_matrix_weights_of, _matrix_masked_weights_of),
-        Property("the output H = A V (each output row averages the VALUE rows with that query's weights)", values_probe(_matrix_output)),
+        Property(
+            "the output H = A V (each output row averages the VALUE rows with that query's weights)",
+            values_probe(_matrix_output),
+        ),
         Property("batches (every sequence of a batch attends only within itself)", _batch_probe),
     ],
 )
@@ -625,10 +657,14 @@ def _check_scaling_matters(answer) -> None:
                 "Write both conditions as bounds on the score gap g = q.k1 - q.k2 and see when they can hold together"
             )
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise ExerciseFailure(f"return a pair (query, keys) or None, but for d_k={d_k} a {type(result).__name__} came back")
+            raise ExerciseFailure(
+                f"return a pair (query, keys) or None, but for d_k={d_k} a {type(result).__name__} came back"
+            )
         query, keys = result
         query = require_tensor_like(query, torch.zeros(d_k), f"the query (for d_k={d_k})")
-        keys = require_tensor_like(keys, torch.zeros(2, d_k), f"the keys (for d_k={d_k}; exactly two keys, one per row)")
+        keys = require_tensor_like(
+            keys, torch.zeros(2, d_k), f"the keys (for d_k={d_k}; exactly two keys, one per row)"
+        )
         if not (torch.isfinite(query).all() and torch.isfinite(keys).all()):
             raise ExerciseFailure(f"the query or keys for d_k={d_k} contain nan or inf: keep every number finite")
         unscaled, scaled = _top_weights(query, keys)
@@ -785,7 +821,9 @@ def _check_additive_attention(answer) -> None:
         inputs = (queries, keys, values, W_1, W_2, w)
         result = call(answer, *(tensor.clone() for tensor in inputs))
         if not isinstance(result, (tuple, list)) or len(result) != 2:
-            raise ExerciseFailure(f"additive_attention should return a pair (H, A), but returned {type(result).__name__}")
+            raise ExerciseFailure(
+                f"additive_attention should return a pair (H, A), but returned {type(result).__name__}"
+            )
         H, A = result
         expected_H, expected_A = _additive_attention_solution(*inputs)
         where = f"(queries of size {d_q}, keys of size {d_k}, d_a={d_a})"
@@ -793,7 +831,9 @@ def _check_additive_attention(answer) -> None:
             "without the tanh the score splits into a query part and a key part, and the query part cancels in "
             "the softmax, so every query gets the same weights: put tanh around q_i W_1 + k_j W_2": _additive_without_tanh,
             "the additive score ADDS the two projections, q_i W_1 + k_j W_2, before the tanh; you multiplied them": _additive_product,
-            "W_1 belongs to the queries and W_2 to the keys: you swapped them": _additive_swapped if d_q == d_k else None,
+            "W_1 belongs to the queries and W_2 to the keys: you swapped them": _additive_swapped
+            if d_q == d_k
+            else None,
             "each query's weights must sum to 1 over the keys: take the softmax over the last axis (dim=-1)": _additive_softmax_over_queries,
             "the additive score has no sqrt scale: its size is set by the learned w, not by a width": _additive_scaled,
             "your A holds the scores: turn them into weights with a softmax over the keys": _additive_scores_as_weights,
@@ -887,10 +927,18 @@ def _check_influence(answer) -> None:
     expected = _influence_solution(x, W_x, W_h)
     known = {
         "divide every gradient norm by the LAST token's, so that the last entry is 1": _influence_raw(x, W_x, W_h),
-        "the influence is relative to the last token (the entry at t = T - 1 is 1), not the first": _influence_relative_to_first(x, W_x, W_h),
-        "the state update is h_t = tanh(x_t W_x + h_(t-1) W_h): you left out the tanh": _influence_without_tanh(x, W_x, W_h),
-        "the state is a row vector multiplied on the right, h_(t-1) @ W_h; you used W_h transposed": _influence_transposed(x, W_x, W_h),
-        "entry t belongs to token t: the first token first, the last one (value 1) at the end": _influence_reversed(x, W_x, W_h),
+        "the influence is relative to the last token (the entry at t = T - 1 is 1), not the first": _influence_relative_to_first(
+            x, W_x, W_h
+        ),
+        "the state update is h_t = tanh(x_t W_x + h_(t-1) W_h): you left out the tanh": _influence_without_tanh(
+            x, W_x, W_h
+        ),
+        "the state is a row vector multiplied on the right, h_(t-1) @ W_h; you used W_h transposed": _influence_transposed(
+            x, W_x, W_h
+        ),
+        "entry t belongs to token t: the first token first, the last one (value 1) at the end": _influence_reversed(
+            x, W_x, W_h
+        ),
         "measure each token's gradient by its norm (length), gradient[t].norm(), not by the sum of its entries": _influence_summed_gradient(
             x, W_x, W_h
         ),
@@ -898,8 +946,13 @@ def _check_influence(answer) -> None:
     diagnose(got, expected, f"the influence of each token {where}", known_mistakes=known, rtol=1e-3, atol=1e-8)
     # Without recurrent weights, only the last token reaches the last state.
     got = call(answer, x.clone(), W_x.clone(), torch.zeros(d, d, dtype=torch.float64))
-    diagnose(got, _influence_solution(x, W_x, torch.zeros(d, d, dtype=torch.float64)),
-             "the influence with W_h = 0 (only the last token reaches the last state)", rtol=1e-3, atol=1e-8)
+    diagnose(
+        got,
+        _influence_solution(x, W_x, torch.zeros(d, d, dtype=torch.float64)),
+        "the influence with W_h = 0 (only the last token reaches the last state)",
+        rtol=1e-3,
+        atol=1e-8,
+    )
 
 
 register(
@@ -932,7 +985,11 @@ def _additive_weights_of(answer, Q, K):
 
 def _additive_output(answer, Q, K, V):
     generator = torch.Generator().manual_seed(52)
-    W_1, W_2, w = torch.randn(Q.shape[1], 5, generator=generator), torch.randn(K.shape[1], 5, generator=generator), torch.randn(5, generator=generator)
+    W_1, W_2, w = (
+        torch.randn(Q.shape[1], 5, generator=generator),
+        torch.randn(K.shape[1], 5, generator=generator),
+        torch.randn(5, generator=generator),
+    )
     H, A = probe_pair(answer(Q, K, V, W_1, W_2, w))
     A = probe_tensor(A, (Q.shape[0], K.shape[0]))
     return probe_tensor(H, (Q.shape[0], V.shape[1])), A, V.double()
@@ -1045,7 +1102,10 @@ def _gradient_norm_probe(answer):
     for t in range(5):
         state = torch.tanh(x_[t] @ W_x + state @ W_h)
     (g,) = torch.autograd.grad(state.sum(), x_)
-    for name, sizes in (("the sum of the absolute values (an L1 size)", g.abs().sum(-1)), ("the sum of the entries", g.sum(-1))):
+    for name, sizes in (
+        ("the sum of the absolute values (an L1 size)", g.abs().sum(-1)),
+        ("the sum of the entries", g.sum(-1)),
+    ):
         if torch.allclose(got, sizes / sizes[-1], rtol=1e-4, atol=1e-10):
             return (
                 f"with two input features your influences are {[round(float(v), 4) for v in got]}: you measured each token's "

@@ -194,9 +194,13 @@ def _check_shapes(H, A, args, where: str) -> None:
             )
     if isinstance(H, torch.Tensor) and tuple(H.shape) != (T_q, d_v):
         if d_k not in (d_v, d_model) and tuple(H.shape) == (T_q, d_k):
-            raise ExerciseFailure(f"H {where} has shape {tuple(H.shape)}, d_k columns instead of d_v={d_v}: {_VALUES_WITH_W_K}")
+            raise ExerciseFailure(
+                f"H {where} has shape {tuple(H.shape)}, d_k columns instead of d_v={d_v}: {_VALUES_WITH_W_K}"
+            )
         if d_model not in (d_v, d_k) and tuple(H.shape) == (T_q, d_model):
-            raise ExerciseFailure(f"H {where} has shape {tuple(H.shape)}, d_model columns instead of d_v={d_v}: {_NOT_PROJECTED}")
+            raise ExerciseFailure(
+                f"H {where} has shape {tuple(H.shape)}, d_model columns instead of d_v={d_v}: {_NOT_PROJECTED}"
+            )
 
 
 def _check_head_weights(A, expected, what: str, known: dict) -> None:
@@ -214,7 +218,13 @@ def _head_case(generator, T_q, T_k, d_model, d_k, d_v, self_attention=False):
 
 def _run_head_case(answer, args, where: str) -> None:
     x_query, x_memory, *matrices = args
-    name_sizes(T_q=x_query.shape[0], T_k=x_memory.shape[0], d_model=x_query.shape[1], d_k=matrices[1].shape[1], d_v=matrices[2].shape[1])
+    name_sizes(
+        T_q=x_query.shape[0],
+        T_k=x_memory.shape[0],
+        d_model=x_query.shape[1],
+        d_k=matrices[1].shape[1],
+        d_v=matrices[2].shape[1],
+    )
     if x_query is x_memory:
         shared = x_query.clone()
         given = (shared, shared, *(W.clone() for W in matrices))  # self-attention: one tensor in both roles
@@ -248,7 +258,9 @@ def _check_attend(answer) -> None:
         d_model, d_k = (int(n) for n in torch.randint(2, 9, (2,), generator=generator))
         d_v = d_k + 1 + int(torch.randint(0, 4, (), generator=generator))
         args = _head_case(generator, T_q, T_k, d_model, d_k, d_v)
-        _run_head_case(answer, args, f"(cross-attention, T_q={T_q}, T_k={T_k}, d_model={d_model}, d_k={d_k}, d_v={d_v})")
+        _run_head_case(
+            answer, args, f"(cross-attention, T_q={T_q}, T_k={T_k}, d_model={d_model}, d_k={d_k}, d_v={d_v})"
+        )
     args = _head_case(generator, 1, 6, 3, 2, 5)
     _run_head_case(answer, args, "(cross-attention, one query, T_k=6, d_model=3, d_k=2, d_v=5)")
     # Case 4: large scores. With W_Q = 1000 W_K every token's score with itself is
@@ -334,7 +346,9 @@ def _check_design_keys(answer) -> None:
         direction = torch.randn(d_k, generator=generator)
         query = direction / direction.norm() * (1.0 + 4.0 * float(torch.rand((), generator=generator)))  # |q| in [1, 5]
         keys = call(answer, query.clone(), share)
-        keys = require_tensor_like(keys, torch.zeros(3, d_k), f"your keys (for a query of size d_k={d_k})", axes=("key", "feature"))
+        keys = require_tensor_like(
+            keys, torch.zeros(3, d_k), f"your keys (for a query of size d_k={d_k})", axes=("key", "feature")
+        )
         if not torch.isfinite(keys).all():
             raise ExerciseFailure("your keys contain nan or inf: keep every number finite")
         what = f"the weight vector your keys give the query (for share={share:.2f}, d_k={d_k})"
@@ -596,7 +610,9 @@ def _memory_probe(answer):
         return "changing W_V changed the weights: the weights come from the queries (x_query W_Q) and keys (x_memory W_K) alone; W_V only makes the values"
     if isinstance(H, torch.Tensor) and tuple(H.shape) == tuple(x_memory[:3].shape):
         if torch.allclose(H.detach().double(), A @ x_memory.double(), atol=1e-5):
-            return "your output averages the raw tokens x_memory: project the values first, V = x_memory W_V, then H = A V"
+            return (
+                "your output averages the raw tokens x_memory: project the values first, V = x_memory W_V, then H = A V"
+            )
     return None
 
 
@@ -627,7 +643,10 @@ add_properties(
         Property("the sources (queries from x_query; keys and values from x_memory)", _sources_probe),
         *attention_properties(_head_weights_of, sizes=lambda d: {"d_model": d + _EXTRA}),
         Property("the values (the weights do not depend on W_V; H = A V with V = x_memory W_V)", _memory_probe),
-        Property("the output H = A V (each output row averages the VALUE rows with that query's weights)", values_probe(_head_output, keys_like_values=False)),
+        Property(
+            "the output H = A V (each output row averages the VALUE rows with that query's weights)",
+            values_probe(_head_output, keys_like_values=False),
+        ),
     ],
 )
 
@@ -700,7 +719,9 @@ add_properties(
     "2.3",
     [
         Property("the shapes (W_Q and W_K have one row per feature of a token)", _previous_token_shapes),
-        Property("the previous token (position i puts at least 0.9 on i - 1; T = 8, positions only)", _previous_token_alone),
+        Property(
+            "the previous token (position i puts at least 0.9 on i - 1; T = 8, positions only)", _previous_token_alone
+        ),
         Property("content ignored (random content must not move where it looks)", _previous_token_with_content),
         Property("a long sequence (T = 64: the score gap must grow with T)", _previous_token_long),
     ],

@@ -228,7 +228,9 @@ def _check_sparsemax_case(answer, scores: torch.Tensor, what: str) -> None:
 def _check_sparsemax(answer) -> None:
     generator = random_generator()
     # Case 1: the chapter's example, then random rows whose support is a few keys.
-    _check_sparsemax_case(answer, torch.tensor([0.2, 1.9, 1.5, -0.4, 0.9]), "the chapter's scores [0.2, 1.9, 1.5, -0.4, 0.9]")
+    _check_sparsemax_case(
+        answer, torch.tensor([0.2, 1.9, 1.5, -0.4, 0.9]), "the chapter's scores [0.2, 1.9, 1.5, -0.4, 0.9]"
+    )
     for _ in range(3):
         n = int(torch.randint(5, 12, (), generator=generator))
         scores = 1.5 * torch.randn(n, generator=generator)
@@ -459,7 +461,9 @@ def _check_beta_case(answer, scores: torch.Tensor, target: float) -> None:
                 f"{where} at your beta = {result:.6g} the top weight is {weight:.6f}, just below the target: return "
                 "the upper end of your search interval, whose top weight is at least the target"
             )
-        raise ExerciseFailure(f"{where} at your beta = {result:.4g} the top weight is only {weight:.4f}, below the target")
+        raise ExerciseFailure(
+            f"{where} at your beta = {result:.4g} the top weight is only {weight:.4f}, below the target"
+        )
     if result > expected * (1 + SMALLEST_TOLERANCE) + 1e-9:
         raise ExerciseFailure(
             f"{where} your beta = {result:.4g} reaches the target, but it is not the smallest that does: "
@@ -513,7 +517,12 @@ register(
 
 # Four rows at different levels, each with one largest score (row 3's maximum is the largest overall).
 _HARDMAX_ROWS = torch.tensor(
-    [[0.5, -1.0, 2.0, 0.0, 1.0, -0.5], [-3.0, -2.5, -4.0, -2.0, -3.5, -5.0], [1.0, 0.0, 0.2, 0.4, 0.1, 0.3], [9.0, 3.0, 8.5, 1.0, 2.0, 4.0]]
+    [
+        [0.5, -1.0, 2.0, 0.0, 1.0, -0.5],
+        [-3.0, -2.5, -4.0, -2.0, -3.5, -5.0],
+        [1.0, 0.0, 0.2, 0.4, 0.1, 0.3],
+        [9.0, 3.0, 8.5, 1.0, 2.0, 4.0],
+    ]
 )
 
 
@@ -649,9 +658,11 @@ add_properties(
 
 _BETA_SCORES = torch.tensor([0.2, 1.9, 1.5, -0.4, 0.9], dtype=torch.float64)
 
+
 def _beta_target_is_used(answer):
     betas = [
-        _as_number(_call_with_time_limit(answer, _BETA_SCORES.clone(), target), _BETA_SCORES, target) for target in (0.75, 0.97)
+        _as_number(_call_with_time_limit(answer, _BETA_SCORES.clone(), target), _BETA_SCORES, target)
+        for target in (0.75, 0.97)
     ]
     if None not in betas and abs(betas[0] - betas[1]) <= 1e-9 * max(abs(betas[1]), 1.0):
         return (
@@ -676,8 +687,12 @@ add_properties(
         Property("the smallest beta that reaches the target (within 0.1%)", _beta_smallest),
         Property(
             "ties at the maximum (None: the top weight never passes 1/m), and only there",
-            lambda answer: probe_from_check(_check_beta_case, torch.tensor([2.0, 0.5, 2.0, 1.0], dtype=torch.float64), 0.9)(answer)
-            or probe_from_check(_check_beta_case, torch.tensor([3.0, 1.0, 1.0, 0.0], dtype=torch.float64), 0.9)(answer),
+            lambda answer: (
+                probe_from_check(_check_beta_case, torch.tensor([2.0, 0.5, 2.0, 1.0], dtype=torch.float64), 0.9)(answer)
+                or probe_from_check(_check_beta_case, torch.tensor([3.0, 1.0, 1.0, 0.0], dtype=torch.float64), 0.9)(
+                    answer
+                )
+            ),
         ),
     ],
 )

@@ -116,7 +116,7 @@ def _split_merge_pair(answer):
     if callable(answer):
         call(answer, torch.zeros(1, 2, 4), 2)  # a stub raises "not implemented yet" here
     raise ExerciseFailure(
-        f"pass both functions as a pair, check(\"4.1\", (split_heads, merge_heads)); got {type(answer).__name__}"
+        f'pass both functions as a pair, check("4.1", (split_heads, merge_heads)); got {type(answer).__name__}'
     )
 
 
@@ -164,13 +164,31 @@ register(
     _check_split_merge,
     solution=(_split_solution, _merge_solution),
     mistakes=[
-        Mistake("split: reshape without transpose", (_split_without_transpose, _merge_solution), "reshape without transpose"),
+        Mistake(
+            "split: reshape without transpose", (_split_without_transpose, _merge_solution), "reshape without transpose"
+        ),
         Mistake("split: interleaved features", (_split_interleaved, _merge_solution), "every h-th feature"),
-        Mistake("split: heads axis left behind the tokens", (_split_heads_last, _merge_solution), "must come before the tokens"),
-        Mistake("merge: no transpose back", (_split_solution, _merge_without_transpose), "merged without transposing back"),
-        Mistake("merge: heads in the wrong order", (_split_solution, _merge_interleaved), "heads merged in the wrong order"),
-        Mistake("split: view without transpose", (_split_view_without_transpose, _merge_solution), "reshape without transpose"),
-        Mistake("merge: view after transpose", (_split_solution, _merge_transpose_then_view), "With reshape your answer is right"),
+        Mistake(
+            "split: heads axis left behind the tokens",
+            (_split_heads_last, _merge_solution),
+            "must come before the tokens",
+        ),
+        Mistake(
+            "merge: no transpose back", (_split_solution, _merge_without_transpose), "merged without transposing back"
+        ),
+        Mistake(
+            "merge: heads in the wrong order", (_split_solution, _merge_interleaved), "heads merged in the wrong order"
+        ),
+        Mistake(
+            "split: view without transpose",
+            (_split_view_without_transpose, _merge_solution),
+            "reshape without transpose",
+        ),
+        Mistake(
+            "merge: view after transpose",
+            (_split_solution, _merge_transpose_then_view),
+            "With reshape your answer is right",
+        ),
     ],
 )
 
@@ -361,7 +379,10 @@ MHA_MISTAKES = {
         "not by sqrt(d_model)",
     ),
     "no_scale": ({"scale": "none"}, "you forgot to divide the scores by sqrt(d_head)"),
-    "softmax_dim": ({"softmax_dim": -2}, "softmax over the wrong axis: each query's row (the last axis, the keys) must sum to 1"),
+    "softmax_dim": (
+        {"softmax_dim": -2},
+        "softmax over the wrong axis: each query's row (the last axis, the keys) must sum to 1",
+    ),
     "no_weight_transpose": (
         {"transpose_weights": False},
         "nn.Linear computes x @ W.T + b: the weight is stored as (out_features, in_features), so transpose it",
@@ -402,7 +423,13 @@ def _check_multi_head_attention(answer) -> None:
     generator = random_generator()
     # The last case multiplies x by 30: scores in the hundreds or more, where exp() overflows unless
     # each row's maximum is subtracted first; its first two tokens are equal (tied scores).
-    for batch, T, d_model, heads, x_scale in [(2, 5, 12, 3, 1.0), (1, 6, 8, 2, 1.0), (3, 4, 16, 4, 1.0), (2, 3, 6, 1, 1.0), (2, 4, 8, 2, 30.0)]:
+    for batch, T, d_model, heads, x_scale in [
+        (2, 5, 12, 3, 1.0),
+        (1, 6, 8, 2, 1.0),
+        (3, 4, 16, 4, 1.0),
+        (2, 3, 6, 1, 1.0),
+        (2, 4, 8, 2, 30.0),
+    ]:
         layer = _random_torch_layer(d_model, heads, generator)
         name_sizes(batch=batch, T=T, d_model=d_model, num_heads=heads, d_head=d_model // heads)
         x = x_scale * torch.randn(batch, T, d_model, generator=generator)
@@ -410,7 +437,12 @@ def _check_multi_head_attention(answer) -> None:
             x[:, 1] = x[:, 0]
         with torch.no_grad():
             expected_out, expected_weights = layer(x, x, x, need_weights=True, average_attn_weights=False)
-        arguments = (layer.in_proj_weight.detach(), layer.in_proj_bias.detach(), layer.out_proj.weight.detach(), layer.out_proj.bias.detach())
+        arguments = (
+            layer.in_proj_weight.detach(),
+            layer.in_proj_bias.detach(),
+            layer.out_proj.weight.detach(),
+            layer.out_proj.bias.detach(),
+        )
         with torch.no_grad():
             out, weights = _split_result(
                 call(answer, x.clone(), *(a.clone() for a in arguments), heads), "multi_head_self_attention"
@@ -623,7 +655,8 @@ def _output_projection_probe(answer):
     if torch.allclose(out, expected, atol=1e-4):
         return None
     variants = {
-        "you multiplied by out_proj_weight without transposing it: nn.Linear computes x W^T + b": mean @ out_w.double() + out_b.double(),
+        "you multiplied by out_proj_weight without transposing it: nn.Linear computes x W^T + b": mean @ out_w.double()
+        + out_b.double(),
         "the output projection is missing: apply out_proj_weight and out_proj_bias to the merged heads": mean,
         "the output bias is missing: add out_proj_bias after the output projection": mean @ out_w.double().T,
     }
@@ -638,7 +671,9 @@ def _in_bias_probe(answer):
     d_model, heads = 12, 3
     x = torch.randn(2, 4, d_model, generator=generator)
     in_b = torch.randn(3 * d_model, generator=generator)
-    out, _ = _mha_call(answer, x, torch.zeros(3 * d_model, d_model), in_b, torch.eye(d_model), torch.zeros(d_model), heads)
+    out, _ = _mha_call(
+        answer, x, torch.zeros(3 * d_model, d_model), in_b, torch.eye(d_model), torch.zeros(d_model), heads
+    )
     parts = in_b.double().chunk(3)
     if torch.allclose(out, parts[2].expand_as(out), atol=1e-5):
         return None
@@ -667,7 +702,10 @@ def _heads_probe(answer):
     rows = weights[0].sum(dim=-1)
     if not torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
         raise Inconclusive("the softmax axis probe says more")
-    uniform = [bool(torch.allclose(weights[0, h], torch.full((T, T), 1.0 / T, dtype=torch.float64), atol=1e-5)) for h in range(heads)]
+    uniform = [
+        bool(torch.allclose(weights[0, h], torch.full((T, T), 1.0 / T, dtype=torch.float64), atol=1e-5))
+        for h in range(heads)
+    ]
     if uniform == [True, False, True]:
         return None
     wrong = [h for h, flat in enumerate(uniform) if flat != (h != 1)]
@@ -683,10 +721,11 @@ add_properties(
     "4.3",
     [
         Property("the heads (head h reads its own block of d_head features of q, k and v)", _heads_probe),
-        *attention_properties(
-            _mha_weights_of, sizes=lambda d: {"d_model": 5 * d, "num_heads": 5}, axis_sizes=(3, 3)
+        *attention_properties(_mha_weights_of, sizes=lambda d: {"d_model": 5 * d, "num_heads": 5}, axis_sizes=(3, 3)),
+        Property(
+            "the merge (with uniform weights the heads pass on the mean of the values, each feature in its place)",
+            _merge_in_mha_probe,
         ),
-        Property("the merge (with uniform weights the heads pass on the mean of the values, each feature in its place)", _merge_in_mha_probe),
         Property("the in-projection biases ([query | key | value], added before the split)", _in_bias_probe),
         Property("the output projection (out = merged W_O^T + b_O)", _output_projection_probe),
     ],

@@ -90,7 +90,9 @@ def _table_multiplied(num_positions, d_model):
 
 def _table_halves(num_positions, d_model):
     half = d_model // 2
-    return _table_from_angles(num_positions, d_model, lambda p, c: p / 10000 ** (2 * (c % half) / d_model), layout="halves")
+    return _table_from_angles(
+        num_positions, d_model, lambda p, c: p / 10000 ** (2 * (c % half) / d_model), layout="halves"
+    )
 
 
 def _table_from_one(num_positions, d_model):
@@ -140,7 +142,12 @@ def _check_sinusoidal_table(answer) -> None:
     for num_positions, d_model, atol in ((7, 2, 1e-5), (1, 8, 1e-5), (600, 16, 1e-4)):
         table = call(answer, num_positions, d_model)
         _check_table_shape(table, num_positions, d_model)
-        diagnose(table, sinusoidal_encoding(num_positions, d_model), f"the table for num_positions={num_positions}, d_model={d_model}", atol=atol)
+        diagnose(
+            table,
+            sinusoidal_encoding(num_positions, d_model),
+            f"the table for num_positions={num_positions}, d_model={d_model}",
+            atol=atol,
+        )
 
 
 register(
@@ -215,7 +222,9 @@ def _check_offset_matrix(answer) -> None:
         "your matrix moves BACK k positions (it rotates each pair by -omega_i k). With positions as rows, "
         "PE[p + k] = PE[p] @ M needs the block [[cos, -sin], [sin, cos]]; yours is its transpose, the block for column "
         "vectors": _offset_backwards(d_model, k),
-        "pair i turns by the angle k / 10000^(2i / d_model); your exponent uses i / d_model": _offset_exponent_i(d_model, k),
+        "pair i turns by the angle k / 10000^(2i / d_model); your exponent uses i / d_model": _offset_exponent_i(
+            d_model, k
+        ),
         "each pair turns at its own frequency omega_i = 1 / 10000^(2i / d_model): the angle is omega_i * k, "
         "not k for every pair": _offset_same_angle(d_model, k),
         "pair i sits in columns 2i and 2i + 1 (interleaved), so its block couples those two columns, not "
@@ -266,7 +275,9 @@ class _OrderBlindClassifierSolution(nn.Module):
 
     def __init__(self, vocab_size: int, num_classes: int, d_model: int = 32):
         super().__init__()
-        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None)
+        self.encoder = Encoder(
+            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None
+        )
         self.head = nn.Linear(d_model, num_classes)
 
     def forward(self, tokens: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
@@ -279,7 +290,9 @@ class _OrderBlindClassifierSolution(nn.Module):
 class _ClassifierWithPositions(nn.Module):
     def __init__(self, vocab_size, num_classes, d_model=32):
         super().__init__()
-        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional="sinusoidal")
+        self.encoder = Encoder(
+            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional="sinusoidal"
+        )
         self.head = nn.Linear(d_model, num_classes)
 
     def forward(self, tokens, padding):
@@ -289,7 +302,9 @@ class _ClassifierWithPositions(nn.Module):
 class _FirstTokenClassifier(nn.Module):
     def __init__(self, vocab_size, num_classes, d_model=32):
         super().__init__()
-        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None)
+        self.encoder = Encoder(
+            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None
+        )
         self.head = nn.Linear(d_model, num_classes)
 
     def forward(self, tokens, padding):
@@ -299,7 +314,9 @@ class _FirstTokenClassifier(nn.Module):
 class _MeanOverPaddingClassifier(nn.Module):
     def __init__(self, vocab_size, num_classes, d_model=32):
         super().__init__()
-        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None)
+        self.encoder = Encoder(
+            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None
+        )
         self.head = nn.Linear(d_model, num_classes)
 
     def forward(self, tokens, padding):
@@ -329,14 +346,18 @@ def _distinct_tokens(batch: int, T: int, vocab_size: int, generator: torch.Gener
     return torch.stack([torch.randperm(vocab_size - 1, generator=generator)[:T] + 1 for _ in range(batch)])
 
 
-def _shuffled(tokens: torch.Tensor, lengths: torch.Tensor, generator: torch.Generator, *, keep_first: bool) -> torch.Tensor:
+def _shuffled(
+    tokens: torch.Tensor, lengths: torch.Tensor, generator: torch.Generator, *, keep_first: bool
+) -> torch.Tensor:
     """Every row's real tokens in a new order; with keep_first, the first token stays first."""
     result = tokens.clone()
     for row, length in enumerate(lengths.tolist()):
         while True:
             order = torch.randperm(length, generator=generator)
             if keep_first:
-                order = torch.cat([torch.zeros(1, dtype=torch.long), 1 + torch.randperm(length - 1, generator=generator)])
+                order = torch.cat(
+                    [torch.zeros(1, dtype=torch.long), 1 + torch.randperm(length - 1, generator=generator)]
+                )
             moved = not torch.equal(order, torch.arange(length))
             if moved and (keep_first or order[0] != 0):
                 break
@@ -349,7 +370,9 @@ def _check_padding_does_not_matter(model, tokens: torch.Tensor, padding: torch.T
     batch, num_classes = tokens.shape[0], logits.shape[-1]
     longer_tokens = torch.cat([tokens, torch.full((batch, 3), PAD)], dim=1)
     longer_padding = torch.cat([padding, torch.zeros(batch, 3, dtype=torch.bool)], dim=1)
-    if not torch.allclose(_logits(model, longer_tokens, longer_padding, num_classes, "with extra padding"), logits, atol=1e-4):
+    if not torch.allclose(
+        _logits(model, longer_tokens, longer_padding, num_classes, "with extra padding"), logits, atol=1e-4
+    ):
         raise ExerciseFailure(
             "adding padded positions (padding False) changes the logits: pass the padding mask to the encoder and "
             "average only over the real tokens (weights padding.float(), divided by their sum)"
@@ -388,12 +411,22 @@ def _check_order_blind_classifier(answer) -> None:
             "not to the tokens themselves"
         )
     _check_padding_does_not_matter(model, tokens, padding, logits)
-    if not torch.allclose(_logits(model, _shuffled(tokens, lengths, generator, keep_first=True), padding, num_classes, "after shuffling"), logits, atol=1e-4):
+    if not torch.allclose(
+        _logits(model, _shuffled(tokens, lengths, generator, keep_first=True), padding, num_classes, "after shuffling"),
+        logits,
+        atol=1e-4,
+    ):
         raise ExerciseFailure(
             "shuffling the tokens changes the logits, so the model still sees order: leave out the position "
             "signal (ab.Encoder(..., positional=None))"
         )
-    if not torch.allclose(_logits(model, _shuffled(tokens, lengths, generator, keep_first=False), padding, num_classes, "after shuffling"), logits, atol=1e-4):
+    if not torch.allclose(
+        _logits(
+            model, _shuffled(tokens, lengths, generator, keep_first=False), padding, num_classes, "after shuffling"
+        ),
+        logits,
+        atol=1e-4,
+    ):
         raise ExerciseFailure(
             "the logits change when another token comes first: reading the first token's output is not symmetric "
             "in the tokens (it gives the model their order through the back door); pool with a mean over all real tokens"
@@ -556,7 +589,10 @@ def _check_best_invariant_accuracy(answer) -> None:
         torch.tensor([got], dtype=torch.float64),
         torch.tensor([expected], dtype=torch.float64),
         f"the best accuracy for {len(labels)} sequences in three bags (labels 1 1 1 0, 0 1 1 1 1 and 2 0 0 0)",
-        known_mistakes={hint: torch.tensor([float(m(tokens, labels))], dtype=torch.float64) for hint, m in _ACCURACY_MISTAKES.items()},
+        known_mistakes={
+            hint: torch.tensor([float(m(tokens, labels))], dtype=torch.float64)
+            for hint, m in _ACCURACY_MISTAKES.items()
+        },
         atol=1e-6,
         rtol=0.0,
     )
@@ -654,8 +690,16 @@ def _check_add_positions(answer) -> None:
         except RuntimeError as error:
             # Only the whole table meets the tokens as num_positions rows against T positions, on the position
             # axis (1 of 3, or -2); any other broadcasting error is explained from its sizes by check().
-            sizes = re.search(r"tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)", str(error))
-            if sizes and num_positions != T and {int(sizes[1]), int(sizes[2])} == {T, num_positions} and int(sizes[3]) == 1:
+            sizes = re.search(
+                r"tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton dimension (\d+)",
+                str(error),
+            )
+            if (
+                sizes
+                and num_positions != T
+                and {int(sizes[1]), int(sizes[2])} == {T, num_positions}
+                and int(sizes[3]) == 1
+            ):
                 raise ExerciseFailure(
                     f"{where} your code raised RuntimeError ({str(error).splitlines()[0]}): on the position axis your "
                     f"table has {num_positions} rows, the whole table, against {T} tokens; take its first T rows, table[:T]"
@@ -803,13 +847,17 @@ def _check_refuses_one_token_too_many(model, generator: torch.Generator, *, max_
     )
 
 
-
 def _check_learned_positions(answer) -> None:
     generator = random_generator()
-    max_len, d_model = int(torch.randint(5, 10, (), generator=generator)), int(torch.randint(2, 7, (), generator=generator))
+    max_len, d_model = (
+        int(torch.randint(5, 10, (), generator=generator)),
+        int(torch.randint(2, 7, (), generator=generator)),
+    )
     model = call(answer, max_len, d_model)
     if not isinstance(model, nn.Module):
-        raise ExerciseFailure(f"LearnedPositions(max_len, d_model) should build a torch.nn.Module, but built a {type(model).__name__}")
+        raise ExerciseFailure(
+            f"LearnedPositions(max_len, d_model) should build a torch.nn.Module, but built a {type(model).__name__}"
+        )
     table = _position_table(model, max_len, d_model)
     with torch.no_grad():
         table.copy_(torch.randn(table.shape, generator=generator))
@@ -845,6 +893,7 @@ def _check_learned_positions(answer) -> None:
     if (gradient[T:] != 0).any():
         raise ExerciseFailure(f"rows {T} and after get a gradient from a sequence of {T} tokens: add only table[:T]")
     _check_refuses_one_token_too_many(model, generator, max_len=max_len, d_model=d_model)
+
 
 register(
     "5.6",
@@ -955,7 +1004,11 @@ def _offset_move_probe(answer):
             return (
                 f"pair i = {i} is turned by {turned:.4g} rad, but moving k = {k} positions on turns it by k omega_i = "
                 f"{k} / 10000^({2 * i}/{d}) = {k * _omega(i, d):.4g} rad ({wanted:.4g} rad after whole turns)"
-                + (": yours turns backwards; with positions as rows (PE[p] @ M) the block is [[cos, -sin], [sin, cos]]" if backwards else "")
+                + (
+                    ": yours turns backwards; with positions as rows (PE[p] @ M) the block is [[cos, -sin], [sin, cos]]"
+                    if backwards
+                    else ""
+                )
             )
     return f"PE[p] @ M differs from PE[p + {k}]: each pair's block must turn it by k omega_i"
 
@@ -970,7 +1023,12 @@ add_properties(
 
 add_properties(
     "5.3",
-    [Property("blind to order, not to the tokens, with the padding ignored", probe_from_check(_check_order_blind_classifier))],
+    [
+        Property(
+            "blind to order, not to the tokens, with the padding ignored",
+            probe_from_check(_check_order_blind_classifier),
+        )
+    ],
 )
 
 
@@ -992,10 +1050,30 @@ def _fraction_probe(answer):
 
 def _bag_probe(answer):
     cases = [
-        ([[1, 2, 3], [3, 2, 1]], [0, 1], 0.5, "(1, 2, 3) and (3, 2, 1) hold the same tokens in another order, so a model without positions sees one bag and gets one of the two labels right"),
-        ([[1, 4], [2, 3]], [0, 1], 1.0, "(1, 4) and (2, 3) are different bags of tokens (that their sums are equal does not matter), so each gets its own label"),
-        ([[1, 1, 2], [1, 2, 2]], [0, 1], 1.0, "(1, 1, 2) and (1, 2, 2) are different bags (repeated tokens count), so each gets its own label"),
-        ([[1, 2, 3], [4, 2, 1]], [0, 1], 1.0, "(1, 2, 3) and (4, 2, 1) share their first tokens but are different bags"),
+        (
+            [[1, 2, 3], [3, 2, 1]],
+            [0, 1],
+            0.5,
+            "(1, 2, 3) and (3, 2, 1) hold the same tokens in another order, so a model without positions sees one bag and gets one of the two labels right",
+        ),
+        (
+            [[1, 4], [2, 3]],
+            [0, 1],
+            1.0,
+            "(1, 4) and (2, 3) are different bags of tokens (that their sums are equal does not matter), so each gets its own label",
+        ),
+        (
+            [[1, 1, 2], [1, 2, 2]],
+            [0, 1],
+            1.0,
+            "(1, 1, 2) and (1, 2, 2) are different bags (repeated tokens count), so each gets its own label",
+        ),
+        (
+            [[1, 2, 3], [4, 2, 1]],
+            [0, 1],
+            1.0,
+            "(1, 2, 3) and (4, 2, 1) share their first tokens but are different bags",
+        ),
     ]
     for rows, labels, expected, why in cases:
         value = _accuracy_of(answer, rows, labels)
@@ -1020,7 +1098,10 @@ add_properties(
     "5.4",
     [
         Property("an accuracy (a fraction between 0 and 1)", _fraction_probe),
-        Property("bags of tokens (the same tokens in any order are one bag; different multisets are different bags)", _bag_probe),
+        Property(
+            "bags of tokens (the same tokens in any order are one bag; different multisets are different bags)",
+            _bag_probe,
+        ),
         Property("the majority label of each bag", _majority_probe),
     ],
 )
@@ -1043,7 +1124,9 @@ def _probe_embeddings() -> torch.Tensor:
 
 def _position_rows_probe(answer):
     batch, T, P, d = 2, 3, 5, 4
-    table = 10.0 * torch.arange(1, P + 1, dtype=torch.float32)[:, None] ** 2 + torch.arange(d, dtype=torch.float32)[None, :]
+    table = (
+        10.0 * torch.arange(1, P + 1, dtype=torch.float32)[:, None] ** 2 + torch.arange(d, dtype=torch.float32)[None, :]
+    )
     got = probe_tensor(answer(torch.zeros(batch, T, d), table.clone()), (batch, T, d))
     rows = table.double()
     for b in range(batch):
@@ -1137,7 +1220,9 @@ add_properties(
     [
         Property("a learned table (an nn.Parameter or nn.Embedding of max_len x d_model)", _learned_table_probe),
         Property("row t for position t", _learned_rows_probe),
-        Property("training reaches the table (gradients flow to the rows of the positions used)", _learned_gradient_probe),
+        Property(
+            "training reaches the table (gradients flow to the rows of the positions used)", _learned_gradient_probe
+        ),
         Property("the length check (ValueError when T > max_len)", _length_check_probe),
     ],
 )

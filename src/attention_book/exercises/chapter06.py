@@ -125,7 +125,9 @@ def _check_decoder_masks(answer) -> None:
                 "the source padding masks the columns: source_padding[:, None, :]"
             )
         require_tensor_like(self_mask, expected_self, f"self_mask {where}", axes=("query (T_out)", "key (T_out)"))
-        require_tensor_like(cross_mask, expected_cross, f"cross_mask {where}", axes=("batch", "query (T_out)", "key (T_in)"))
+        require_tensor_like(
+            cross_mask, expected_cross, f"cross_mask {where}", axes=("batch", "query (T_out)", "key (T_in)")
+        )
         _check_boolean(self_mask, f"self_mask {where}")
         _check_boolean(cross_mask, f"cross_mask {where}")
         diagnose(
@@ -134,12 +136,16 @@ def _check_decoder_masks(answer) -> None:
             f"self_mask {where}",
             known_mistakes={
                 "it is the upper triangle: row i is the query at position i and may look at keys j <= i, "
-                "which is the LOWER triangle (torch.tril), not torch.triu": _masks_upper_triangle(padding, T)[0].float(),
+                "which is the LOWER triangle (torch.tril), not torch.triu": _masks_upper_triangle(padding, T)[
+                    0
+                ].float(),
                 "the diagonal is missing: a token may attend to itself (j = i), so use tril(), not tril(-1); "
                 "without it the first row is all False": _masks_without_diagonal(padding, T)[0].float(),
                 "the mask is inverted: True means 'may attend'": _masks_inverted(padding, T)[0].float(),
                 "there is no causal mask at all (every entry True): position i may only look at keys j <= i, "
-                "the lower triangle with its diagonal, torch.ones(T, T, dtype=torch.bool).tril()": _masks_without_causal_mask(padding, T)[0].float(),
+                "the lower triangle with its diagonal, torch.ones(T, T, dtype=torch.bool).tril()": _masks_without_causal_mask(
+                    padding, T
+                )[0].float(),
             },
         )
         diagnose(
@@ -148,7 +154,9 @@ def _check_decoder_masks(answer) -> None:
             f"cross_mask {where}",
             known_mistakes={
                 "the cross-attention must not be causal: the whole source is known before decoding starts, so every "
-                "output position may read every real source token": _masks_causal_cross_attention(padding, T)[1].float(),
+                "output position may read every real source token": _masks_causal_cross_attention(padding, T)[
+                    1
+                ].float(),
                 "the source padding is ignored: no output position may read a padded source token, so column j must "
                 "be False where source_padding[b, j] is False": _masks_padding_ignored(padding, T)[1].float(),
                 "the mask is inverted: True means 'may attend'": _masks_inverted(padding, T)[1].float(),
@@ -270,7 +278,9 @@ def _check_decoder_layer(answer) -> None:
     d_model, heads = 16, 4
     T_out = int(torch.randint(4, 7, (), generator=generator))
     T_in = T_out + int(torch.randint(1, 4, (), generator=generator))
-    name_sizes(batch=2, d_model=d_model, **{"T_out (the decoder's positions)": T_out, "T_in (the memory's positions)": T_in})
+    name_sizes(
+        batch=2, d_model=d_model, **{"T_out (the decoder's positions)": T_out, "T_in (the memory's positions)": T_in}
+    )
     for norm_first in (False, True):
         layer = _random_layer(norm_first, generator, d_model, heads)
         x = torch.randn(2, T_out, d_model, generator=generator)
@@ -423,13 +433,37 @@ def _future_cases(generator: torch.Generator) -> tuple[list, torch.Tensor, int]:
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (), generator=generator)))
         cases = [
             ("a correctly masked (causal) model", _OneLayerModel(vocab_size, causal).eval(), False),
-            ("a model without any mask (every position sees every token)", _OneLayerModel(vocab_size, torch.ones(T, T, dtype=torch.bool)).eval(), True),
-            ("a model whose mask lets each position see one token ahead", _OneLayerModel(vocab_size, one_ahead).eval(), True),
-            ("a model in which a single token in the middle (position 5) leaks into one earlier position (3)", _OneLayerModel(vocab_size, middle).eval(), True),
-            ("a model in which only the FIRST position (0) sees the token after it", _OneLayerModel(vocab_size, into_first).eval(), True),
-            (f"a model in which only the LAST token (position {T - 1}) leaks, into position {T - 2}", _OneLayerModel(vocab_size, from_last).eval(), True),
+            (
+                "a model without any mask (every position sees every token)",
+                _OneLayerModel(vocab_size, torch.ones(T, T, dtype=torch.bool)).eval(),
+                True,
+            ),
+            (
+                "a model whose mask lets each position see one token ahead",
+                _OneLayerModel(vocab_size, one_ahead).eval(),
+                True,
+            ),
+            (
+                "a model in which a single token in the middle (position 5) leaks into one earlier position (3)",
+                _OneLayerModel(vocab_size, middle).eval(),
+                True,
+            ),
+            (
+                "a model in which only the FIRST position (0) sees the token after it",
+                _OneLayerModel(vocab_size, into_first).eval(),
+                True,
+            ),
+            (
+                f"a model in which only the LAST token (position {T - 1}) leaks, into position {T - 2}",
+                _OneLayerModel(vocab_size, from_last).eval(),
+                True,
+            ),
             ("a causal two-layer ab.LanguageModel", LanguageModel(vocab_size, 16, 2, 32, 2, max_len=T).eval(), False),
-            ("a two-layer ab.LanguageModel built with causal=False", LanguageModel(vocab_size, 16, 2, 32, 2, max_len=T, causal=False).eval(), True),
+            (
+                "a two-layer ab.LanguageModel built with causal=False",
+                LanguageModel(vocab_size, 16, 2, 32, 2, max_len=T, causal=False).eval(),
+                True,
+            ),
         ]
     tokens = torch.randint(0, vocab_size, (1, T), generator=generator)
     tokens[0, T - 1] = vocab_size - 1  # the last token id: a change that does not wrap around leaves the vocabulary
@@ -551,8 +585,10 @@ def _check_feed_forward(answer) -> None:
             _FF_HINTS["mixing"]: _ff_mixing_positions(*args) if T > 1 else None,
         }
         if d_ff == d_model:
-            known["W1 and W2 are used transposed (nn.Linear's convention); this exercise uses x W1 with W1 of "
-                  "shape (d_model, d_ff)"] = _feed_forward_solution(x, W1.T, b1, W2.T, b2)
+            known[
+                "W1 and W2 are used transposed (nn.Linear's convention); this exercise uses x W1 with W1 of "
+                "shape (d_model, d_ff)"
+            ] = _feed_forward_solution(x, W1.T, b1, W2.T, b2)
         diagnose(got, _feed_forward_solution(*args), f"the output {where}", known_mistakes=known)
         # Position-wise: changing the other tokens leaves token 0's output alone.
         if T > 1:
@@ -637,7 +673,9 @@ class _ScriptedModel(nn.Module):
         return logits
 
     def forward(self, source, target_in, source_padding=None, target_padding=None):
-        raise ExerciseFailure("you called model(source, target): that is teacher forcing; call model.encode once, then model.decode step by step")
+        raise ExerciseFailure(
+            "you called model(source, target): that is teacher forcing; call model.encode once, then model.decode step by step"
+        )
 
 
 def _greedy_bos_only(model, source, max_len, bos, eos):
@@ -724,8 +762,14 @@ def _check_greedy(answer) -> None:
                 f"the tokens {where} have length {got.shape[1]}, but decoding should stop after {expected.shape[1]} "
                 f"steps: {_GREEDY_HINTS['ignores_eos'] if got.shape[1] > expected.shape[1] else _GREEDY_HINTS['first_eos']}"
             )
-        diagnose(got.float() if isinstance(got, torch.Tensor) else got, expected.float(), f"the tokens {where}",
-                 known_mistakes={hint: wrong.float() for hint, wrong in known.items()}, atol=0.0, rtol=0.0)
+        diagnose(
+            got.float() if isinstance(got, torch.Tensor) else got,
+            expected.float(),
+            f"the tokens {where}",
+            known_mistakes={hint: wrong.float() for hint, wrong in known.items()},
+            atol=0.0,
+            rtol=0.0,
+        )
 
 
 register(
@@ -830,7 +874,11 @@ def _check_accuracy(answer) -> None:
             x = torch.randn(size, d, generator=generator)
             with torch.no_grad():
                 clean = model.linear(x).argmax(-1)
-            labels = torch.where(torch.rand(size, generator=generator) < 0.7, clean, torch.randint(0, classes, (size,), generator=generator))
+            labels = torch.where(
+                torch.rand(size, generator=generator) < 0.7,
+                clean,
+                torch.randint(0, classes, (size,), generator=generator),
+            )
             batches.append((x, labels))
         with torch.no_grad():
             correct = sum(int((model.linear(x).argmax(-1) == y).sum()) for x, y in batches)
@@ -866,7 +914,9 @@ def _check_accuracy(answer) -> None:
                     f"you averaged the accuracies of the batches ({sizes} examples): a batch of 1 then counts as much "
                     "as one of 16. Count the correct predictions and divide by the number of examples"
                 )
-            raise ExerciseFailure(f"for batches of {sizes} examples (model in {mode} mode) the accuracy is {expected:.4f}, but you returned {result:.4f}")
+            raise ExerciseFailure(
+                f"for batches of {sizes} examples (model in {mode} mode) the accuracy is {expected:.4f}, but you returned {result:.4f}"
+            )
 
 
 register(
@@ -891,9 +941,18 @@ register(
 def _masks_for(answer, lengths=(4, 2), T_in=4, T_out=5):
     padding = torch.arange(T_in)[None, :] < torch.tensor(lengths)[:, None]
     self_mask, cross_mask = probe_pair(answer(padding.clone(), T_out))
-    if not (isinstance(self_mask, torch.Tensor) and self_mask.dtype == torch.bool and isinstance(cross_mask, torch.Tensor) and cross_mask.dtype == torch.bool):
+    if not (
+        isinstance(self_mask, torch.Tensor)
+        and self_mask.dtype == torch.bool
+        and isinstance(cross_mask, torch.Tensor)
+        and cross_mask.dtype == torch.bool
+    ):
         raise Inconclusive("the checker names the dtype")
-    return padding, probe_tensor(self_mask, (T_out, T_out)).bool(), probe_tensor(cross_mask, (len(lengths), T_out, T_in)).bool()
+    return (
+        padding,
+        probe_tensor(self_mask, (T_out, T_out)).bool(),
+        probe_tensor(cross_mask, (len(lengths), T_out, T_in)).bool(),
+    )
 
 
 def _causal_self_mask_probe(answer):
@@ -986,9 +1045,11 @@ def _silence(layer: DecoderLayer, keep_feed_forward: bool = False) -> DecoderLay
     with torch.no_grad():
         for attention in (layer.self_attn, layer.cross_attn):
             for module in attention.modules():
-                if isinstance(module, nn.Linear) and module.out_features == 16 and module is list(
-                    m for m in attention.modules() if isinstance(m, nn.Linear)
-                )[-1]:
+                if (
+                    isinstance(module, nn.Linear)
+                    and module.out_features == 16
+                    and module is list(m for m in attention.modules() if isinstance(m, nn.Linear))[-1]
+                ):
                     module.weight.zero_()
                     if module.bias is not None:
                         module.bias.zero_()
@@ -1014,14 +1075,20 @@ def _residual_probe(answer):
         if torch.allclose(got, expected, atol=1e-4):
             continue
         kind = "pre-norm (norm_first=True)" if norm_first else "post-norm (norm_first=False)"
-        if torch.allclose(got, torch.zeros_like(got), atol=1e-5) or (not norm_first and torch.allclose(got, layer.norm3(torch.zeros_like(x)).double(), atol=1e-4)):
+        if torch.allclose(got, torch.zeros_like(got), atol=1e-5) or (
+            not norm_first and torch.allclose(got, layer.norm3(torch.zeros_like(x)).double(), atol=1e-4)
+        ):
             detail = "the input does not come through at all: the residual connections are missing"
         elif norm_first and torch.allclose(got, layer.norm3(layer.norm2(layer.norm1(x))).double(), atol=1e-4):
             detail = "yours normalises the running x itself; in pre-norm only the sub-layer's INPUT is normalised, x = x + sublayer(norm(x))"
         elif not norm_first and torch.allclose(got, layer.norm2(layer.norm1(x)).double(), atol=1e-4):
-            detail = "yours ends after norm2: the third sub-layer, the feed-forward with its residual and norm3, is missing"
+            detail = (
+                "yours ends after norm2: the third sub-layer, the feed-forward with its residual and norm3, is missing"
+            )
         elif not norm_first and torch.allclose(got, layer.norm1(layer.norm1(layer.norm1(x))).double(), atol=1e-4):
-            detail = "yours uses norm1 three times: each sub-layer has its own norm, norm1, norm2 and norm3 in this order"
+            detail = (
+                "yours uses norm1 three times: each sub-layer has its own norm, norm1, norm2 and norm3 in this order"
+            )
         elif not norm_first and torch.allclose(got, x.double(), atol=1e-4):
             detail = "yours gives x back unnormalised: in post-norm the norm comes after the addition, x = norm(x + sublayer(x))"
         else:
@@ -1029,7 +1096,9 @@ def _residual_probe(answer):
                 f"yours differs by up to {float((got - expected).abs().max()):.3g}: each sub-layer adds its output to its own input "
                 "(the residual), and the norms are norm1, norm2, norm3 in this order"
             )
-        return f"with every sub-layer switched off (its output weights zero), a {kind} layer must compute {rule}; {detail}"
+        return (
+            f"with every sub-layer switched off (its output weights zero), a {kind} layer must compute {rule}; {detail}"
+        )
     return None
 
 
@@ -1220,7 +1289,9 @@ def _next_token(model: _ScriptedModel, source: torch.Tensor, b: int, prefix: lis
     """The scripted model's most likely token after ``prefix`` for sequence b (not recorded as an input)."""
     saved, model.stop = model.stop, [model.stop[b]]
     try:
-        return int(_ScriptedModel.decode(model, torch.tensor([prefix]), model.encode(source[b : b + 1]))[0, -1].argmax())
+        return int(
+            _ScriptedModel.decode(model, torch.tensor([prefix]), model.encode(source[b : b + 1]))[0, -1].argmax()
+        )
     finally:
         model.stop = saved
 
@@ -1237,7 +1308,11 @@ def _greedy_run(answer, stop, max_len):
 
 def _eos_probe(answer):
     max_len = 7
-    stop = [3, 9, 5]  # sequence 0 writes EOS as its 3rd token, sequence 1 never (within max_len 7), sequence 2 as its 5th
+    stop = [
+        3,
+        9,
+        5,
+    ]  # sequence 0 writes EOS as its 3rd token, sequence 1 never (within max_len 7), sequence 2 as its 5th
     model, source, got = _greedy_run(answer, stop, max_len)
     for b in range(got.shape[0]):
         row = got[b].tolist()
@@ -1270,7 +1345,9 @@ def _own_output_probe(answer):
                 fed = [t for t in (x[b].tolist() for x in model.inputs) if t[: len(prefix)] != prefix[: len(t)]]
                 extra = (
                     f"; the decoder was given {fed[0]}, which is not BOS followed by its own predictions (teacher forcing, or "
-                    "another input)" if fed else ""
+                    "another input)"
+                    if fed
+                    else ""
                 )
                 return (
                     f"for sequence {b} after BOS + your tokens {prefix[1:]} the model's most likely next token is {wanted}, but you "
@@ -1349,6 +1426,9 @@ add_properties(
     "6.6",
     [
         Property("the accuracy over all examples (correct predictions / examples)", _fraction_of_examples_probe),
-        Property("evaluation mode (eval() for the loop, no gradients, the mode given back)", probe_from_check(_check_accuracy)),
+        Property(
+            "evaluation mode (eval() for the loop, no gradients, the mode given back)",
+            probe_from_check(_check_accuracy),
+        ),
     ],
 )

@@ -124,7 +124,9 @@ register(
     _check_mean_pool,
     solution=_mean_pool_solution,
     mistakes=[
-        Mistake("averaged the padding too", _pool_including_padding, "padding included; weight each position by the mask"),
+        Mistake(
+            "averaged the padding too", _pool_including_padding, "padding included; weight each position by the mask"
+        ),
         Mistake("forgot to divide", _pool_sum_without_dividing, "did not divide by how many there are"),
         Mistake("divided by T", _pool_divided_by_T, "you divided by T"),
         Mistake("first token", _pool_first_token, "[CLS] pooling"),
@@ -185,7 +187,9 @@ class _ClassifierWithNewEncoder(_ClassifierSolution):
     def __init__(self, encoder, d_model, num_classes):
         super().__init__(encoder, d_model, num_classes)
         vocab_size = encoder.embedding.vocab_size
-        self.encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, max_len=encoder.embedding.max_len)
+        self.encoder = Encoder(
+            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, max_len=encoder.embedding.max_len
+        )
 
 
 def _find_head(model: nn.Module, encoder: nn.Module, d_model: int, num_classes: int) -> nn.Linear:
@@ -212,7 +216,9 @@ def _check_classifier(answer) -> None:
     encoder = Encoder(vocab_size, d_model=d_model, num_heads=2, d_ff=32, num_layers=1, max_len=16).eval()
     model = call(answer, encoder, d_model, num_classes)
     if not isinstance(model, nn.Module):
-        raise ExerciseFailure(f"calling your class should build a torch.nn.Module, but it built a {type(model).__name__}")
+        raise ExerciseFailure(
+            f"calling your class should build a torch.nn.Module, but it built a {type(model).__name__}"
+        )
     model.eval()
     encoder_parameters = {id(p) for p in encoder.parameters()}
     if not encoder_parameters <= {id(p) for p in model.parameters()}:
@@ -236,9 +242,13 @@ def _check_classifier(answer) -> None:
             "pass padding_mask to the encoder as well; without it the real tokens attend to the padding": head(
                 reference_mean_pool(unmasked, padding_mask)
             ),
-            "you used the first token's vector; average the real tokens' vectors (mean pooling with the mask)": head(hidden[:, 0]),
+            "you used the first token's vector; average the real tokens' vectors (mean pooling with the mask)": head(
+                hidden[:, 0]
+            ),
             "you averaged over the padding too; weight each position by the padding mask": head(hidden.mean(dim=1)),
-            "return the logits (raw scores), not probabilities: F.cross_entropy applies the softmax itself": expected.softmax(-1),
+            "return the logits (raw scores), not probabilities: F.cross_entropy applies the softmax itself": expected.softmax(
+                -1
+            ),
         }
     logits = call(model, tokens, padding_mask)
     diagnose(logits, expected, f"the logits for 4 sentences of lengths {lengths.tolist()}", known_mistakes=mistakes)
@@ -247,7 +257,9 @@ def _check_classifier(answer) -> None:
     model.train()
     call(model, tokens, padding_mask).sum().backward()
     if head.weight.grad is None or head.weight.grad.abs().sum() == 0:
-        raise ExerciseFailure("the head gets no gradient: the logits must come from the head, nn.Linear(d_model, num_classes)")
+        raise ExerciseFailure(
+            "the head gets no gradient: the logits must come from the head, nn.Linear(d_model, num_classes)"
+        )
     grads = [p.grad for p in encoder.parameters()]
     if all(g is None or g.abs().sum() == 0 for g in grads):
         raise ExerciseFailure(
@@ -321,7 +333,9 @@ def _worst_layer(train_features, train_labels, valid_features, valid_labels):
     return min(range(len(scores)), key=lambda i: scores[i])
 
 
-def _layer_features(generator: torch.Generator, num_layers: int = 7, n_train: int = 240, n_valid: int = 240, d: int = 8):
+def _layer_features(
+    generator: torch.Generator, num_layers: int = 7, n_train: int = 240, n_valid: int = 240, d: int = 8
+):
     """Synthetic per-layer features with known roles. Returns (train, train_labels, valid, valid_labels, roles).
 
     best: a clear class signal (about 90% separable). trap: one feature equals the label on the
@@ -350,9 +364,15 @@ def _layer_features(generator: torch.Generator, num_layers: int = 7, n_train: in
         direction = torch.randn(d, generator=generator)
         direction = direction / direction.norm()
         if layer == best:
-            train[:, layer], valid[:, layer] = signal(train_labels, 1.4, direction), signal(valid_labels, 1.4, direction)
+            train[:, layer], valid[:, layer] = (
+                signal(train_labels, 1.4, direction),
+                signal(valid_labels, 1.4, direction),
+            )
         elif layer == flipped:
-            train[:, layer], valid[:, layer] = signal(train_labels, 1.0, direction), signal(valid_labels, -1.0, direction)
+            train[:, layer], valid[:, layer] = (
+                signal(train_labels, 1.0, direction),
+                signal(valid_labels, -1.0, direction),
+            )
         elif layer == valid_trap:  # a signal only in training, a shortcut (feature 0) only in validation
             direction[0] = 0.0
             train[:, layer] = signal(train_labels, 1.4, direction / direction.norm())
@@ -366,7 +386,10 @@ def _layer_features(generator: torch.Generator, num_layers: int = 7, n_train: in
             train[:, layer] = 1000.0 * torch.randn(n_train, d, generator=generator)
             valid[:, layer] = 1000.0 * torch.randn(n_valid, d, generator=generator)
         else:
-            train[:, layer], valid[:, layer] = signal(train_labels, 0.5, direction), signal(valid_labels, 0.5, direction)
+            train[:, layer], valid[:, layer] = (
+                signal(train_labels, 0.5, direction),
+                signal(valid_labels, 0.5, direction),
+            )
     roles = {"best": best, "trap": trap, "loud": loud, "flipped": flipped, "valid_trap": valid_trap}
     return train, train_labels, valid, valid_labels, roles
 
@@ -378,16 +401,22 @@ def _check_best_layer(answer) -> None:
     result = call(answer, train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
     if isinstance(result, torch.Tensor) and result.numel() == 1:
         result = result.item()
-    if isinstance(result, bool) or not isinstance(result, numbers.Integral) and not (
-        isinstance(result, float) and result.is_integer()
+    if (
+        isinstance(result, bool)
+        or not isinstance(result, numbers.Integral)
+        and not (isinstance(result, float) and result.is_integer())
     ):
-        raise ExerciseFailure(f"best_layer should return a layer number (an int from 0 to {num_layers - 1}), but returned {result!r:.60}")
+        raise ExerciseFailure(
+            f"best_layer should return a layer number (an int from 0 to {num_layers - 1}), but returned {result!r:.60}"
+        )
     chosen = int(result)
     best = roles["best"]
     if chosen == best:
         return
     hints = {
-        roles["trap"]: "you judged the layers by their accuracy on the TRAINING features; a layer can fit the training set "
+        roles[
+            "trap"
+        ]: "you judged the layers by their accuracy on the TRAINING features; a layer can fit the training set "
         "perfectly and still fail on new data. Train on the training features, compare on the validation features",
         roles["loud"]: "you picked the layer with the largest features; size says nothing about how well they separate "
         "the classes. Train a probe per layer and compare validation accuracies",
@@ -396,12 +425,17 @@ def _check_best_layer(answer) -> None:
         "with a shortcut that only the validation set has wins. Fit each probe on the training features only; the "
         "validation features are for comparing the layers",
         num_layers - 1: "the last layer is not always the best one; measure every layer",
-        best + 1: "your layer number is one too high: layer 0 is the embedding output, so count from 0 (range(num_layers))",
+        best
+        + 1: "your layer number is one too high: layer 0 is the embedding output, so count from 0 (range(num_layers))",
     }
     if 0 <= chosen < num_layers and chosen in hints:
-        raise ExerciseFailure(f"you chose layer {chosen}, but layer {best} classifies the validation features best: {hints[chosen]}")
+        raise ExerciseFailure(
+            f"you chose layer {chosen}, but layer {best} classifies the validation features best: {hints[chosen]}"
+        )
     if not 0 <= chosen < num_layers:
-        raise ExerciseFailure(f"you chose layer {chosen}, but there are only layers 0 to {num_layers - 1} (features of shape {tuple(train.shape)})")
+        raise ExerciseFailure(
+            f"you chose layer {chosen}, but there are only layers 0 to {num_layers - 1} (features of shape {tuple(train.shape)})"
+        )
     raise ExerciseFailure(
         f"you chose layer {chosen}, but layer {best} classifies the validation features best; "
         "train one linear probe per layer on the training features and keep the layer with the highest validation accuracy"
@@ -419,7 +453,9 @@ register(
         Mistake("largest features", _largest_features, "largest features"),
         Mistake("counted layers from 1", _counted_from_one, "one too high"),
         Mistake("took the worst layer", _worst_layer, "LOWEST validation accuracy"),
-        Mistake("trained the probes on validation", _trained_on_validation, "trained the probes on the VALIDATION features"),
+        Mistake(
+            "trained the probes on validation", _trained_on_validation, "trained the probes on the VALIDATION features"
+        ),
     ],
 )
 
@@ -460,7 +496,9 @@ def _mean_of_real_tokens_probe(answer):
     }
     what = next((text for value, text in seen.items() if abs(first - value) < 1e-5), f"{first:.4g}")
     if abs(first - 5.0) < 1e-5:
-        what = f"the right mean 5 for sentence 0 but {float(got[1, 0]):.4g} for sentence 1 (real vectors 2, 4, 6: mean 4)"
+        what = (
+            f"the right mean 5 for sentence 0 but {float(got[1, 0]):.4g} for sentence 1 (real vectors 2, 4, 6: mean 4)"
+        )
     return (
         "sentence 0 has four real vectors, 6, 10, 1 and 3 (times (1, -1, 0.5)), then two padding vectors; its mean pooling is "
         f"their average, 5; yours gives {what}. Sum the real tokens' vectors (weights padding_mask) and divide by each "
@@ -509,7 +547,9 @@ def _encoder_mask_probe(answer):
     if isinstance(given, torch.Tensor) and torch.equal(given.bool(), padding_mask):
         return None
     if isinstance(given, torch.Tensor) and torch.equal(given.bool(), ~padding_mask):
-        return "your model gives the encoder the inverted padding mask: True marks a REAL token; pass padding_mask itself"
+        return (
+            "your model gives the encoder the inverted padding mask: True marks a REAL token; pass padding_mask itself"
+        )
     return "your model calls the encoder without the padding mask: pass it, encoder(tokens, padding_mask), or the real tokens attend to the padding"
 
 
@@ -525,7 +565,11 @@ def _classifier_pooling_probe(answer):
     if torch.allclose(logits.sum(-1), torch.ones(2, dtype=torch.float64), atol=1e-4) and (logits >= 0).all():
         return "your outputs are probabilities (softmax): return the raw logits; F.cross_entropy applies the softmax itself"
     first = float(logits[0, 0])
-    seen = {6.0: "their sum (divide by the number of real tokens)", 1.5: "an average over all 4 positions, padding included", 2.0: "the first token alone"}
+    seen = {
+        6.0: "their sum (divide by the number of real tokens)",
+        1.5: "an average over all 4 positions, padding included",
+        2.0: "the first token alone",
+    }
     what = next((text for value, text in seen.items() if abs(first - value) < 1e-5), f"{first:.4g}")
     return (
         "with an encoder that turns token t into the vector (t, t, t, t) and an identity head, sentence 0 (real tokens 2 and 4, "
@@ -556,7 +600,9 @@ def _layer_probe_data():
         trap = 10.0 * (0.3 * torch.randn(N, d, generator=generator) + flip * sign * torch.tensor([1.0, 1.0]))
         signal_sign = sign.clone()
         if which == 1:
-            signal_sign[:2] *= -1  # two validation examples against the rule: its best accuracy is 0.95, not 1 (a layer number)
+            signal_sign[
+                :2
+            ] *= -1  # two validation examples against the rule: its best accuracy is 0.95, not 1 (a layer number)
         signal = 0.5 * torch.randn(N, d, generator=generator) + 1.5 * signal_sign * torch.tensor([1.0, 0.0])
         weak = torch.randn(N, d, generator=generator) + 0.7 * sign * torch.tensor([0.0, 1.0])  # good, not the best
         noise = torch.randn(N, d, generator=generator)
@@ -572,7 +618,9 @@ def _best_layer_probe(answer):
     result = answer(train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
     if isinstance(result, torch.Tensor) and result.numel() == 1:
         result = result.item()
-    if isinstance(result, bool) or not (isinstance(result, numbers.Integral) or (isinstance(result, float) and result.is_integer())):
+    if isinstance(result, bool) or not (
+        isinstance(result, numbers.Integral) or (isinstance(result, float) and result.is_integer())
+    ):
         raise Inconclusive("the checker names the type")
     chosen, best = int(result), _BEST_PROBE_LAYER
     if chosen == best:
@@ -589,4 +637,7 @@ def _best_layer_probe(answer):
     )
 
 
-add_properties("7.3", [Property("the best layer by validation accuracy (probes trained on the training features)", _best_layer_probe)])
+add_properties(
+    "7.3",
+    [Property("the best layer by validation accuracy (probes trained on the training features)", _best_layer_probe)],
+)

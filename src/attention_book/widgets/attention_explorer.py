@@ -82,9 +82,13 @@ class AttentionExplorer(AttentionWidget):
             try:
                 vectors = torch.as_tensor(vectors, dtype=torch.float32).detach().cpu()
             except (TypeError, ValueError) as error:
-                raise ValueError(f"vectors must be a (T, d) tensor or a list of T equally long lists of numbers: {error}") from None
+                raise ValueError(
+                    f"vectors must be a (T, d) tensor or a list of T equally long lists of numbers: {error}"
+                ) from None
             if vectors.dim() != 2:
-                raise ValueError(f"vectors must have shape (T, d), one vector per token, but have shape {tuple(vectors.shape)}")
+                raise ValueError(
+                    f"vectors must have shape (T, d), one vector per token, but have shape {tuple(vectors.shape)}"
+                )
             if not 1 <= vectors.shape[1] <= MAX_FEATURES:
                 raise ValueError(
                     f"this widget shows vectors of 1 to {MAX_FEATURES} numbers, but the vectors have {vectors.shape[1]}"
@@ -95,7 +99,9 @@ class AttentionExplorer(AttentionWidget):
                 tokens = [f"x{i + 1}" for i in range(vectors.shape[0])]
         tokens = self._check_tokens(DEFAULT_SENTENCE if tokens is None else tokens)
         if vectors is not None and len(tokens) != vectors.shape[0]:
-            raise ValueError(f"every token needs one vector: {len(tokens)} tokens but {vectors.shape[0]} vectors were given")
+            raise ValueError(
+                f"every token needs one vector: {len(tokens)} tokens but {vectors.shape[0]} vectors were given"
+            )
         self.seed, self.dim = seed, (vectors.shape[1] if vectors is not None else dim)
         self.drawn = vectors is None
         self.vocabulary: dict[str, torch.Tensor] = {}
@@ -140,7 +146,9 @@ class AttentionExplorer(AttentionWidget):
         if not words:
             raise WidgetInputError("the sentence is empty: type a few words separated by spaces", "sentence")
         if len(words) > MAX_TOKENS:
-            raise WidgetInputError(f"the sentence has {len(words)} words; this widget shows at most {MAX_TOKENS}", "sentence")
+            raise WidgetInputError(
+                f"the sentence has {len(words)} words; this widget shows at most {MAX_TOKENS}", "sentence"
+            )
         unknown = [w for w in dict.fromkeys(words) if w not in self.vocabulary]
         if unknown and not self.drawn:
             known = ", ".join(self.vocabulary)
@@ -168,7 +176,9 @@ class AttentionExplorer(AttentionWidget):
         tau = torch.tensor(TEMPERATURES, device=device)  # (n_tau,)
         factor = torch.stack([math.sqrt(d_k) / tau, 1.0 / tau])  # (2, n_tau): [unscaled, scaled]
         scores = base * factor[:, None, :, None, None]  # (2, 1, n_tau, T, T)
-        scores = torch.cat([scores, scores.masked_fill(~mask, float("-inf"))], dim=1)  # (2 scaled, 2 causal, n_tau, T, T)
+        scores = torch.cat(
+            [scores, scores.masked_fill(~mask, float("-inf"))], dim=1
+        )  # (2 scaled, 2 causal, n_tau, T, T)
         weights = softmax(scores)  # (2, 2, n_tau, T, T), rows sum to 1
         outputs = weights @ x  # (2, 2, n_tau, T, d): h_i = sum_j a_ij x_j
         return {

@@ -21,6 +21,7 @@ widget, which stays usable.
 from __future__ import annotations
 
 import copy
+
 import torch
 
 from ..data.tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
@@ -45,7 +46,7 @@ def parse_source(text: str, vocab: Vocabulary, max_len: int) -> list[str]:
         if len(characters) > 2 and all(character == " " for character in characters[1::2]):
             characters = characters[::2]  # the page writes the tokens back spaced out: "3 /   3" is "3/ 3"
         if not characters:
-            raise WidgetInputError("type a date as you would write it, for example \"tuesday 3rd of march 1998\"")
+            raise WidgetInputError('type a date as you would write it, for example "tuesday 3rd of march 1998"')
         unknown = [character for character in dict.fromkeys(characters) if character not in symbols]
         if unknown:
             raise WidgetInputError(f"unknown character {unknown[0]!r}; this model knows {''.join(symbols)!r}")
@@ -55,7 +56,7 @@ def parse_source(text: str, vocab: Vocabulary, max_len: int) -> list[str]:
     example = " ".join(symbols[: min(4, len(symbols))])
     words = text.replace(",", " ").split()
     if not words:
-        raise WidgetInputError(f"type a source sequence, symbols separated by spaces, for example \"{example}\"")
+        raise WidgetInputError(f'type a source sequence, symbols separated by spaces, for example "{example}"')
     known = set(symbols)
     if len(words) == 1 and words[0] not in known and all(len(symbol) == 1 for symbol in symbols):
         words = list(words[0])  # "CAFB" -> C A F B
@@ -63,7 +64,9 @@ def parse_source(text: str, vocab: Vocabulary, max_len: int) -> list[str]:
         words = [word.upper() if word.upper() in known else word for word in words]
     specials = [word for word in words if word in SPECIALS]
     if specials:
-        raise WidgetInputError(f"{specials[0]!r} is a special token that the model adds itself; type only symbols from {symbols}")
+        raise WidgetInputError(
+            f"{specials[0]!r} is a special token that the model adds itself; type only symbols from {symbols}"
+        )
     unknown = [word for word in words if word not in known]
     if unknown:
         raise WidgetInputError(f"unknown token {unknown[0]!r}; this model knows the symbols {' '.join(symbols)}")
@@ -100,17 +103,23 @@ class DecodingStepper(AttentionWidget):
     ``step`` (1 to L), ``layer`` and ``head`` (-1 = average); :meth:`shown` reads them out.
     """
 
-    def __init__(self, model, source, vocab: Vocabulary, device=None, max_len: int | None = None, step: int | None = None):
+    def __init__(
+        self, model, source, vocab: Vocabulary, device=None, max_len: int | None = None, step: int | None = None
+    ):
         for part in ("encode", "decode", "decoder"):
             if not hasattr(model, part):
-                raise ValueError(f"model must be an encoder-decoder (ab.EncoderDecoder), but a {type(model).__name__} was given")
+                raise ValueError(
+                    f"model must be an encoder-decoder (ab.EncoderDecoder), but a {type(model).__name__} was given"
+                )
         if not isinstance(vocab, Vocabulary):
             raise ValueError(f"vocab must be an ab.Vocabulary, but a {type(vocab).__name__} was given")
         source = torch.as_tensor(source)
         if source.dim() == 2 and source.shape[0] == 1:
             source = source[0]
         if source.dim() != 1 or source.is_floating_point():
-            raise ValueError(f"source must be token ids of shape (1, T_in) or (T_in,), but has shape {tuple(source.shape)} and dtype {source.dtype}")
+            raise ValueError(
+                f"source must be token ids of shape (1, T_in) or (T_in,), but has shape {tuple(source.shape)} and dtype {source.dtype}"
+            )
         source = source[source != PAD]
         if len(source) == 0:
             raise ValueError("source holds no tokens (only padding)")
@@ -126,7 +135,9 @@ class DecodingStepper(AttentionWidget):
         if max_len is None:
             max_len = limit
         if isinstance(max_len, bool) or not isinstance(max_len, int) or not 1 <= max_len <= limit:
-            raise ValueError(f"max_len must be an integer from 1 to {limit} (the decoder's positions minus BOS), but {max_len!r} was given")
+            raise ValueError(
+                f"max_len must be an integer from 1 to {limit} (the decoder's positions minus BOS), but {max_len!r} was given"
+            )
         super().__init__(device=device)
         self.model, self.vocab, self.max_len = model, vocab, max_len
         self.num_layers = len(model.decoder.layers)
@@ -165,7 +176,9 @@ class DecodingStepper(AttentionWidget):
         output = output[0]  # (L,); logits (1, L, vocab)
         wrote_eos = bool((output == EOS).any())
         fed = torch.cat([torch.tensor([BOS], device=device), output[:-1]])  # (L,): BOS + the output before each step
-        probabilities = torch.softmax(logits[0], dim=-1)  # (L, vocab): row t = the next-token distribution at step t + 1
+        probabilities = torch.softmax(
+            logits[0], dim=-1
+        )  # (L, vocab): row t = the next-token distribution at step t + 1
         cross, self_rows = [], []
         for layer in model.decoder.layers:
             per_cross = {"average": rounded(layer.cross_attn.last_weights[0].mean(0), 3)}  # (L, T_in)

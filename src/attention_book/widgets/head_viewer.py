@@ -33,6 +33,7 @@ __all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS"]
 ALL_HEADS = "all"
 MAX_TOKENS = 40  # beyond this the labels of a heatmap are unreadable
 
+
 def _weights_source(model: nn.Module):
     """The module whose ``attention_weights()`` reports the model's weights."""
     for candidate in (model, getattr(model, "encoder", None)):
@@ -90,7 +91,9 @@ class HeadViewer(AttentionWidget):
         if not isinstance(model, nn.Module):
             raise ValueError(f"model must be a torch.nn.Module, but a {type(model).__name__} was given")
         if not callable(encode):
-            raise ValueError(f"encode must be a function text -> (tokens, labels), but a {type(encode).__name__} was given")
+            raise ValueError(
+                f"encode must be a function text -> (tokens, labels), but a {type(encode).__name__} was given"
+            )
         if not isinstance(text, str):
             raise ValueError(f"text must be a string, but a {type(text).__name__} was given")
         if title is not None and not isinstance(title, str):
@@ -111,8 +114,12 @@ class HeadViewer(AttentionWidget):
         self.num_layers, self.num_heads = weights.shape[0], weights.shape[1]
         if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.num_layers:
             raise ValueError(f"layer must be an integer from 0 to {self.num_layers - 1}, but {layer!r} was given")
-        if head != ALL_HEADS and (isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < self.num_heads):
-            raise ValueError(f"head must be {ALL_HEADS!r} or an integer from 0 to {self.num_heads - 1}, but {head!r} was given")
+        if head != ALL_HEADS and (
+            isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < self.num_heads
+        ):
+            raise ValueError(
+                f"head must be {ALL_HEADS!r} or an integer from 0 to {self.num_heads - 1}, but {head!r} was given"
+            )
 
         self.kind = "heads"
         self.view = {"layer": layer, "head": head}
@@ -139,9 +146,16 @@ class HeadViewer(AttentionWidget):
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise WidgetInputError(f"encode must return (tokens, labels), but returned a {type(result).__name__}")
         tokens, labels = result
-        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.shape[0] != 1 or tokens.is_floating_point():
+        if (
+            not isinstance(tokens, torch.Tensor)
+            or tokens.dim() != 2
+            or tokens.shape[0] != 1
+            or tokens.is_floating_point()
+        ):
             shape = tuple(tokens.shape) if isinstance(tokens, torch.Tensor) else type(tokens).__name__
-            raise WidgetInputError(f"encode must return token ids of shape (1, T) as a LongTensor, but returned {shape}")
+            raise WidgetInputError(
+                f"encode must return token ids of shape (1, T) as a LongTensor, but returned {shape}"
+            )
         labels = [str(label) for label in labels]
         if len(labels) != tokens.shape[1]:
             raise WidgetInputError(f"encode returned {tokens.shape[1]} tokens but {len(labels)} labels")
@@ -193,5 +207,9 @@ class HeadViewer(AttentionWidget):
         """What the picture shows now: the layer, the head (or all) and their weights (rows = queries)."""
         layer, head = self.view["layer"], self.view["head"]
         weights = torch.tensor(self.data["weights"][layer])  # (heads, T, T)
-        return {"labels": self.data["labels"], "layer": layer, "head": head,
-                "weights": weights if head == ALL_HEADS else weights[int(head)]}
+        return {
+            "labels": self.data["labels"],
+            "layer": layer,
+            "head": head,
+            "weights": weights if head == ALL_HEADS else weights[int(head)],
+        }

@@ -40,7 +40,7 @@ def parse_query(text: str, size: int, limit: float) -> list[float]:
     """
     cleaned = text.strip().strip("[]()").replace(",", " ").split()
     if not cleaned:
-        raise WidgetInputError(f"type {size} numbers separated by commas, for example \"{', '.join(['0'] * size)}\"")
+        raise WidgetInputError(f'type {size} numbers separated by commas, for example "{", ".join(["0"] * size)}"')
     numbers = []
     for word in cleaned:
         try:
@@ -104,7 +104,9 @@ class KeyValueExplorer(AttentionWidget):
             )
         count, size = keys.shape
         if key_labels is None:
-            key_labels = [f"key {i + 1}\n{format_vector(key.tolist(), number=format_short)}" for i, key in enumerate(keys)]
+            key_labels = [
+                f"key {i + 1}\n{format_vector(key.tolist(), number=format_short)}" for i, key in enumerate(keys)
+            ]
         key_labels = [str(label) for label in key_labels]
         if len(key_labels) != count:
             raise ValueError(f"key_labels has {len(key_labels)} labels but there are {count} keys")
@@ -146,7 +148,13 @@ class KeyValueExplorer(AttentionWidget):
         along = []
         for i in range(self.size):
             rows = slice(1 + i * stops, 1 + (i + 1) * stops)
-            along.append({"weights": rounded(weights[rows]), "values": rounded(value[rows], 3), "scores": rounded(scores[rows], 3)})
+            along.append(
+                {
+                    "weights": rounded(weights[rows]),
+                    "values": rounded(value[rows], 3),
+                    "scores": rounded(scores[rows], 3),
+                }
+            )
         return {
             "query": query,
             "key_labels": [label.replace("\n", " ") for label in self.key_labels],
@@ -173,7 +181,11 @@ class KeyValueExplorer(AttentionWidget):
         data, moved = self.data, self.view.get("moved") or {}
         if not moved:
             return {"query": data["query"], "weights": data["weights"], "value": data["value"]}
-        (axis, stop), = ((int(k), v) for k, v in moved.items())
+        ((axis, stop),) = ((int(k), v) for k, v in moved.items())
         query = list(data["query"])
         query[axis] = data["grid"][stop]
-        return {"query": query, "weights": data["along"][axis]["weights"][stop], "value": data["along"][axis]["values"][stop]}
+        return {
+            "query": query,
+            "weights": data["along"][axis]["weights"][stop],
+            "value": data["along"][axis]["values"][stop],
+        }

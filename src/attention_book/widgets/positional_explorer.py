@@ -73,7 +73,9 @@ class PositionalEncodingExplorer(AttentionWidget):
         if d_model % 2:
             raise ValueError(f"d_model must be even (sines and cosines come in pairs), but {d_model} was given")
         if isinstance(base, bool) or not isinstance(base, (int, float)) or not BASE_RANGE[0] <= base <= BASE_RANGE[1]:
-            raise ValueError(f"base must be a number from {BASE_RANGE[0]:,.0f} to {BASE_RANGE[1]:,.0f}, but {base!r} was given")
+            raise ValueError(
+                f"base must be a number from {BASE_RANGE[0]:,.0f} to {BASE_RANGE[1]:,.0f}, but {base!r} was given"
+            )
         if measure not in MEASURES:
             raise ValueError(f"measure must be one of {MEASURES}, but {measure!r} was given")
         super().__init__(device=device)
@@ -88,18 +90,25 @@ class PositionalEncodingExplorer(AttentionWidget):
         try:
             d_model = int(self.inputs["d_model"])
         except ValueError:
-            raise WidgetInputError(f"d_model must be a whole number, but {self.inputs['d_model']!r} was given", "d_model") from None
+            raise WidgetInputError(
+                f"d_model must be a whole number, but {self.inputs['d_model']!r} was given", "d_model"
+            ) from None
         if d_model % 2 or not 2 <= d_model <= MAX_D_MODEL:
             raise WidgetInputError(
                 f"d_model must be an even number from 2 to {MAX_D_MODEL} (each frequency fills a sine and a cosine "
-                f"column), but it is {d_model}", "d_model",
+                f"column), but it is {d_model}",
+                "d_model",
             )
         try:
             base = float(self.inputs["base"])
         except ValueError:
-            raise WidgetInputError(f"the base must be a number, but {self.inputs['base']!r} was given", "base") from None
+            raise WidgetInputError(
+                f"the base must be a number, but {self.inputs['base']!r} was given", "base"
+            ) from None
         if not (math.isfinite(base) and BASE_RANGE[0] * 0.999 <= base <= BASE_RANGE[1] * 1.001):
-            raise WidgetInputError(f"the base must lie between {BASE_RANGE[0]:,.0f} and {BASE_RANGE[1]:,.0f}, but it is {base:g}", "base")
+            raise WidgetInputError(
+                f"the base must lie between {BASE_RANGE[0]:,.0f} and {BASE_RANGE[1]:,.0f}, but it is {base:g}", "base"
+            )
         return d_model, base
 
     def compute(self, device: torch.device) -> dict:
@@ -134,5 +143,10 @@ class PositionalEncodingExplorer(AttentionWidget):
         length, measure = self.view["length"], self.view["measure"]
         row = torch.tensor(self.data["similarity"][measure][:length])
         offsets = (torch.arange(length)[:, None] - torch.arange(length)[None, :]).abs()
-        return {"length": length, "measure": measure, "d_model": self.data["d_model"],
-                "table": torch.tensor(self.data["pe"][:length]), "similarity": row[offsets]}
+        return {
+            "length": length,
+            "measure": measure,
+            "d_model": self.data["d_model"],
+            "table": torch.tensor(self.data["pe"][:length]),
+            "similarity": row[offsets],
+        }

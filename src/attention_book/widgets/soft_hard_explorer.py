@@ -67,7 +67,9 @@ def parse_scores(text: str, limit: float = SCORE_LIMIT, max_keys: int = MAX_KEYS
     """
     entries = [entry.strip() for entry in text.strip().strip("[]()").split(",")]
     if not any(entries):
-        raise WidgetInputError("type one score per key, separated by commas, for example \"river=1.9, bank=1.5, the=0.2\"")
+        raise WidgetInputError(
+            'type one score per key, separated by commas, for example "river=1.9, bank=1.5, the=0.2"'
+        )
     if len(entries) > max_keys:
         raise WidgetInputError(f"{len(entries)} scores were given; this widget shows 1 to {max_keys} keys")
     labels, scores = [], []
@@ -80,7 +82,7 @@ def parse_scores(text: str, limit: float = SCORE_LIMIT, max_keys: int = MAX_KEYS
             score = float(number)
         except ValueError:
             raise WidgetInputError(
-                f"{number.strip()!r} (entry {index + 1}) is not a number; write \"label=score\" or just the score"
+                f'{number.strip()!r} (entry {index + 1}) is not a number; write "label=score" or just the score'
             ) from None
         if not math.isfinite(score):
             raise WidgetInputError(f"{number.strip()!r} (entry {index + 1}) is not a finite number")
