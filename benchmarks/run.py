@@ -467,95 +467,6 @@ def bench_book() -> list[dict]:
 # -- report -----------------------------------------------------------------------------------
 
 
-def bench_transfer(
-    smoke: bool, arms: list[str] | None = None, out: Path | None = None, sizes: list[int] | None = None
-) -> dict:
-    """Chapter 7's transfer-learning study, the grid of ``FULL_STUDY``: four arms at the label counts it gives
-    each (up to all 10,202 training reviews), five repeats each; choices on the validation split, the test
-    split scored once.
-
-    The full run of all four arms is stored in the package (``stored/transfer_study.json``, its
-    SHA-256 recorded), where chapter 7 reads it. A run of some arms only (``--transfer-arms``)
-    or a smoke run is written to ``out`` instead, never into the package.
-    """
-    import dataclasses
-
-    from attention_book.data import build_vocabulary, load_reviews
-    from attention_book.pretrained import load_minilm
-    from attention_book.training.transfer import (
-        FULL_STUDY,
-        STUDY_ARMS,
-        StudyPlan,
-        prepare_study,
-        run_study,
-        store_study,
-        study_fingerprint,
-        summarize_study,
-    )
-
-    start = time.perf_counter()
-    plan = (
-        FULL_STUDY
-        if not smoke
-        else StudyPlan(
-            sizes=(20, 40),
-            repeats=2,
-            small_steps={20: 4, 40: 4},
-            fine_tune_steps={20: 2, 40: 2},
-            mlm_steps=4,
-            probe_steps=20,
-        )
-    )
-    if arms:
-        plan = dataclasses.replace(plan, arms=tuple(arm for arm in STUDY_ARMS if arm in arms))
-    if sizes:  # a part of the grid: these sizes for the chosen arms (merged by tools/merge_transfer_parts.py)
-        plan = dataclasses.replace(
-            plan, arm_sizes={arm: tuple(n for n in plan.sizes if n in sizes) for arm in plan.arms}
-        )
-    minilm, reviews = load_minilm(), load_reviews()
-    vocabulary = build_vocabulary(minilm, list(reviews.train.texts), max_pieces=4000)
-    limit = {"train": 60, "validation": 30, "test": 30} if smoke else {}
-    splits = {}
-    for name in ("train", "validation", "test"):
-        split = getattr(reviews, name)
-        split = split.take(limit[name]) if name in limit else split
-        splits[name] = (split.texts, split.labels)
-    needs_features = any(arm in ("frozen", "fine-tuned") for arm in plan.arms)
-    data = prepare_study(
-        minilm,
-        vocabulary,
-        splits,
-        max_tokens=plan.max_tokens,
-        split_layer=plan.split_layer,
-        pretrained_features=needs_features,
-    )
-    prepared = time.perf_counter() - start
-    results = run_study(minilm, data, plan, progress=not smoke)
-    results["seconds"]["encoding"] = prepared
-    results["seconds"]["total"] = time.perf_counter() - start
-    results["machine"] = machine()
-    results["code"] = study_fingerprint()  # tests/unit/test_stored_study.py pins the stored run to it
-    results["command"] = (
-        "python benchmarks/run.py --only transfer"
-        + (f" --transfer-arms {' '.join(repr(a) for a in plan.arms)}" if arms else "")
-        + (f" --transfer-sizes {' '.join(map(str, sizes))}" if sizes else "")
-    )
-    if smoke or arms or sizes:
-        target = (out or ROOT / "benchmarks") / ("transfer_study_smoke.json" if smoke else "transfer_study_part.json")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(results, indent=1) + "\n")
-        where = str(target)
-    else:
-        where = f"src/attention_book/stored/transfer_study.json (sha256 {store_study(results)})"
-    split = "test" if "test" in splits else "validation"
-    rows = [
-        {"arm": arm, "size": n, "mean": mean, "low": low, "high": high}
-        for arm, by_size in summarize_study(results, split).items()
-        for n, (mean, low, high) in by_size.items()
-    ]
-    return {"rows": rows, "seconds": results["seconds"], "file": where, "repeats": plan.repeats}
-
-
 def verdict(ok: bool) -> str:
     return "yes" if ok else "**no**"
 
@@ -736,23 +647,6 @@ def write_report(results: dict, out: Path) -> None:
         lines += attention_lines(results)
     if "memory" in results:
         lines += memory_lines(results)
-    if "transfer" in results:
-        study = results["transfer"]
-        lines += [
-            f"## Chapter 7's transfer study (test accuracy, mean and 95 % interval over {study['repeats']} repeats)",
-            "",
-            f"Stored in {study['file']}; seconds: "
-            + ", ".join(f"{k} {v:.0f}" for k, v in study["seconds"].items())
-            + ".",
-            "",
-            "| arm | labelled examples | mean | 95 % interval |",
-            "|---|---:|---:|---|",
-        ]
-        lines += [
-            f"| {r['arm']} | {r['size']:,} | {r['mean']:.1%} | {r['low']:.1%} to {r['high']:.1%} |"
-            for r in study["rows"]
-        ]
-        lines.append("")
     if "gpu" in results:
         lines += gpu_lines(results["gpu"])
     out.mkdir(parents=True, exist_ok=True)
@@ -785,26 +679,13 @@ def merge_gpu_results(path: Path, out: Path) -> dict:
     return results
 
 
-SECTIONS = ("attention", "memory", "widgets", "training", "chapters", "book", "transfer")
+SECTIONS = ("attention", "memory", "widgets", "training", "chapters", "book")
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, to check the code runs")
-    parser.add_argument(
-        "--transfer-arms",
-        nargs="+",
-        metavar="ARM",
-        help="transfer study: run only these arms (written to --out, not stored in the package)",
-    )
-    parser.add_argument(
-        "--transfer-sizes",
-        nargs="+",
-        type=int,
-        metavar="N",
-        help="transfer study: run only these label counts (a part, written to --out; see tools/merge_transfer_parts.py)",
-    )
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks")
     parser.add_argument(
         "--devices",
@@ -862,8 +743,6 @@ def main(argv: list[str] | None = None) -> dict:
         results["chapters"] = bench_chapters()
     if "book" in sections:
         results["book"] = bench_book()
-    if "transfer" in sections:
-        results["transfer"] = bench_transfer(args.smoke, args.transfer_arms, args.out, args.transfer_sizes)
     results["measured"] = {section: results["machine"]["date"] for section in sections}
     previous = args.out / "results.json"
     if args.only and previous.exists():  # keep the sections not measured this time, with their dates

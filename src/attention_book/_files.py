@@ -119,8 +119,8 @@ STORED_FILES: dict[str, StoredFile] = {
         ),
         StoredFile(
             name="transfer_study.json",
-            writer="src/attention_book/training/transfer.py",
-            command="python benchmarks/run.py --only transfer",
+            writer="src/attention_book/training/study_results.py",
+            command="make study",
             rerun_when="chapter 7's recipes or the study's code change (its fingerprint test fails)",
         ),
     )

@@ -2,34 +2,43 @@
 
 The full grid takes hours, so chapter 7 loads it from ``stored/transfer_study.json``. These
 tests fail when the stored run no longer is what today's code computes: its plan is not
-``FULL_STUDY``, its fingerprint of the study's functions is not today's, or a live re-run of
-one cell of the grid (the frozen arm, 100 labels, repeat 0) lands farther from the stored run
-than the stored repeats differ from each other. Another machine's rounding moves a run about as far as another repeat does,
-not further, so the live repeat 0 may differ from the stored repeat 0 by at most the range
-of the stored repeats (the scale :class:`attention_book.StoredRuns` uses for chapters 4 and 6).
+``FULL_STUDY``, its fingerprint of the study's code (:func:`study_fingerprint`, over the recipes
+and the study module) is not today's, or a live re-run of one cell of the grid (the frozen arm,
+100 labels, repeat 0, with the layer and penalty validation chose) lands farther from the stored
+run than the stored repeats differ from each other. Another machine's rounding moves a run
+about as far as another repeat does, not further, so the live repeat 0 may differ from the
+stored repeat 0 by at most the range of the stored repeats (the scale
+:class:`attention_book.StoredRuns` uses for chapters 4 and 6).
+
+How the fingerprint follows a change of code: a change that changes results means running
+the arms it touches again (``make study``, or a part merged by ``tools/merge_transfer_parts.py``).
+A change meant to keep every result (a refactor) is pinned only after the same cells were run
+by the old and the new code on one machine and gave identical numbers
+(``merge_transfer_parts.py --same-results``); the stored file then lists the old fingerprint
+in ``code_history`` with the cells compared.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from pathlib import Path
 
-from attention_book.training.transfer import (
-    FULL_STUDY,
-    STUDY_COMMAND,
-    load_study,
-    prepare_study,
-    run_study,
-    study_fingerprint,
-    study_subset,
-)  # fmt: skip
+from attention_book.training import transfer, transfer_study
+from attention_book.training.study_results import STUDY_COMMAND, load_study, study_fingerprint
+from attention_book.training.transfer_study import FULL_STUDY, prepare_study, run_study, study_subset
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_stored_plan_is_full_study():
+def test_the_stored_plan_is_full_study_and_its_command_is_a_make_target():
     stored = load_study()
     assert stored["plan"] == FULL_STUDY.as_dict(), (
         f"stored/transfer_study.json was made with another plan than FULL_STUDY: run `{STUDY_COMMAND}` again"
     )
-    assert stored["command"] == STUDY_COMMAND
+    assert STUDY_COMMAND == "make study" and "\nstudy: " in (ROOT / "Makefile").read_text()
+    for part in stored.get("parts", []):
+        assert part["machine"]["date"] and part["command"] and part["code"]
 
 
 def test_the_stored_study_was_made_by_today_s_study_functions():
@@ -38,35 +47,59 @@ def test_the_stored_study_was_made_by_today_s_study_functions():
     assert stored["sha256"] == today["sha256"], (
         "the study's functions changed since stored/transfer_study.json was made"
         + (f" (names reached now or then only: {changed})" if changed else "")
-        + f": run `{STUDY_COMMAND}` (hours) or undo the change"
+        + f": run `{STUDY_COMMAND}` (hours), a part of it, or pin a refactor with "
+        "`python tools/merge_transfer_parts.py --same-results OLD.json NEW.json`"
     )
+
+
+def test_every_earlier_fingerprint_was_replaced_after_identical_results():
+    stored = load_study()
+    for entry in stored.get("code_history", []):
+        assert entry["cells compared"] and "identical" in entry["because"] and entry["replaced_by"]
+    chain = [entry["replaced_by"] for entry in stored.get("code_history", [])]
+    assert not chain or chain[-1] == stored["code"]["sha256"]
 
 
 def test_the_fingerprint_sees_a_change_to_a_function_the_study_calls(monkeypatch):
     """A check that cannot fail proves nothing: changing a function run_study reaches changes it."""
-    import inspect
-
-    from attention_book.training import transfer
-
+    original = inspect.getsource
     before = study_fingerprint()["sha256"]
-    source = inspect.getsource(transfer)
-    assert '"""The label counts ``arm`` is run at."""' in source  # StudyPlan.sizes_of, which the study reaches
-    seeding = "torch.manual_seed(seed)\n    features = features.detach().float()"  # in train_linear_probe
-    assert source.count(seeding) == 1
+    seeding = "torch.manual_seed(seed)\n    features = features.detach().float()"  # in train_linear_probe (recipes)
+    sizes_doc = '"""The label counts ``arm`` is run at."""'  # StudyPlan.sizes_of's docstring (study module)
+    assert original(transfer).count(seeding) == 1 and original(transfer_study).count(sizes_doc) == 1
+
+    def edited(old: str, new: str):
+        return lambda module: original(module).replace(old, new)
+
     monkeypatch.setattr(
-        inspect,
-        "getsource",
-        lambda module: source.replace(seeding, "torch.manual_seed(seed + 1)\n    features = features.detach().float()"),
+        inspect, "getsource", edited(seeding, "torch.manual_seed(seed + 1)\n    features = features.detach().float()")
     )
     assert study_fingerprint()["sha256"] != before
     monkeypatch.setattr(
         inspect,
         "getsource",
-        lambda module: source.replace(
-            '"""Logistic regression on frozen features', '"""A reworded docstring; logistic regression'
-        ).replace('"""The label counts ``arm`` is run at."""', '"""A method\'s docstring, reworded."""'),
+        edited(
+            "probe_weight_decays: tuple[float, ...] = PROBE_WEIGHT_DECAYS\n    probe_steps: int = 300",
+            "probe_weight_decays: tuple[float, ...] = PROBE_WEIGHT_DECAYS\n    probe_steps: int = 301",
+        ),
+    )
+    assert study_fingerprint()["sha256"] != before
+    monkeypatch.setattr(
+        inspect,
+        "getsource",
+        lambda module: (
+            original(module)
+            .replace('"""Logistic regression on frozen features', '"""A reworded docstring; logistic regression')
+            .replace(sizes_doc, '"""A method\'s docstring, reworded."""')
+        ),
     )
     assert study_fingerprint()["sha256"] == before, "docstrings are not part of the fingerprint"
+    annotated = "def select(self, rows: torch.Tensor) -> ReviewFeatures:"  # ReviewFeatures.select (recipes)
+    assert original(transfer).count(annotated) == 1
+    monkeypatch.setattr(
+        inspect, "getsource", edited(annotated, 'def select(self, rows: "Tensor") -> "ReviewFeatures":')
+    )
+    assert study_fingerprint()["sha256"] == before, "type annotations are not part of the fingerprint"
 
 
 def test_a_live_re_run_of_one_cell_of_the_grid_lands_among_the_stored_repeats(minilm):
@@ -83,8 +116,14 @@ def test_a_live_re_run_of_one_cell_of_the_grid_lands_among_the_stored_repeats(mi
         "validation": (reviews.validation.texts, reviews.validation.labels),
     }
     plan = dataclasses.replace(
-        FULL_STUDY, sizes=(100,), repeats=1, arms=("frozen",), probe_weight_decays=(stored["chosen"][0],)
-    )  # the penalty validation chose for the stored run
+        FULL_STUDY,
+        sizes=(100,),
+        repeats=1,
+        arms=("frozen",),
+        extend_probe_grid=False,
+        probe_layers=(stored["chosen_layer"],),
+        probe_weight_decays=(stored["chosen"][0],),
+    )
     data = prepare_study(minilm, vocabulary, splits, max_tokens=plan.max_tokens, split_layer=plan.split_layer)
     live = run_study(minilm, data, plan, progress=False)["arms"]["frozen"]["100"]["validation"][0]
     low, high = min(stored["validation"]), max(stored["validation"])

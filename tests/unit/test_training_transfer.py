@@ -16,15 +16,16 @@ from attention_book.analysis.heads import (
 )
 from attention_book.data.pieces import build_vocabulary
 from attention_book.training.loop import History
+from attention_book.training.masked_lm import fill_mask, masked_token_accuracy
 from attention_book.training.transfer import (
+    KeepBest,
     ReviewFeatures,
     TopLayersClassifier,
+    checkpoint_steps,
     classifier_accuracy,
     encode_reviews,
-    fill_mask,
     fine_tune_top_layers,
     fine_tuned_accuracy,
-    masked_token_accuracy,
     probe_accuracy,
     probe_every_layer,
     throughput,
@@ -213,141 +214,32 @@ def test_the_masked_language_model_score_cannot_see_its_targets(vocabulary):
 
 
 # ---------------------------------------------------------------------------------
-# The study: choices on validation, test scored once, intervals
-
-from attention_book.training import transfer  # noqa: E402
-from attention_book.training.transfer import (  # noqa: E402
-    StudyPlan,
-    load_study,
-    mean_interval,
-    paired_difference,
-    prepare_study,
-    run_study,
-    store_study,
-    study_subset,
-    summarize_study,
-)
-
-TINY_PLAN = StudyPlan(
-    sizes=(16, 48),
-    repeats=2,
-    small_steps={16: 4, 48: 6},
-    fine_tune_steps={16: 2, 48: 4},
-    mlm_steps=3,
-    checkpoints=2,
-    fine_tune_checkpoints=2,
-    probe_steps=30,
-    probe_weight_decays=(1e-4, 1e-1),
-    batch_size=8,
-)
+# Early stopping by checkpoints, through fit's on_step hook
 
 
-@pytest.fixture(scope="module")
-def tiny_study(minilm):
-    texts, labels = _sentiment_texts(48, seed=10)
-    valid_texts, valid_labels = _sentiment_texts(24, seed=11)
-    test_texts, test_labels = _sentiment_texts(24, seed=12)
-    vocabulary = build_vocabulary(minilm, texts + valid_texts)
-    data = prepare_study(
-        minilm,
-        vocabulary,
-        {"train": (texts, labels), "validation": (valid_texts, valid_labels), "test": (test_texts, test_labels)},
-        max_tokens=16,
-        split_layer=5,
-    )
-    return data, run_study(minilm, data, TINY_PLAN, progress=False)
+def test_keep_best_returns_the_checkpoint_validation_liked_best(minilm):
+    texts, labels = _sentiment_texts(64, seed=4)
+    vocabulary = build_vocabulary(minilm, texts)
+    scored = []
+
+    def score(model):  # a made-up validation score that peaks at the second checkpoint
+        scored.append({name: p.clone() for name, p in model.state_dict().items()})
+        return [0.5, 0.9, 0.7][len(scored) - 1]
+
+    keep = KeepBest(checkpoint_steps(12, 3), score)
+    assert keep.steps == {4, 8, 12}
+    model, history = train_from_scratch(vocabulary, texts, labels, steps=12, batch_size=16, dropout=0.0, keep_best=keep)
+    assert history.steps == 12 and (keep.step, keep.score) == (8, 0.9)
+    assert all(torch.equal(p, scored[1][name]) for name, p in model.state_dict().items())
+    assert not all(torch.equal(p, scored[2][name]) for name, p in model.state_dict().items())
+    with pytest.raises(RuntimeError, match="no checkpoint"):
+        KeepBest({100}, score).restore(model)
 
 
-def test_each_repeat_trains_on_its_own_random_subset_and_the_full_size_on_every_row():
-    first, again, second = study_subset(10, 0, 100), study_subset(10, 0, 100), study_subset(10, 1, 100)
-    assert torch.equal(first, again) and not torch.equal(first, second)
-    assert len(set(first.tolist())) == 10 and max(first.tolist()) < 100
-    assert sorted(study_subset(100, 3, 100).tolist()) == list(range(100))
-    with pytest.raises(ValueError, match="size"):
-        study_subset(101, 0, 100)
-
-
-def test_the_study_records_every_repeat_of_every_arm_on_validation_and_test(tiny_study):
-    _, results = tiny_study
-    assert list(results["arms"]) == list(TINY_PLAN.arms)
-    for arm, by_size in results["arms"].items():
-        assert list(by_size) == ["16", "48"]
-        for n, record in by_size.items():
-            assert len(record["validation"]) == len(record["test"]) == len(record["chosen"]) == 2
-            assert all(0 <= value <= 1 for value in record["validation"] + record["test"])
-            if arm == "frozen":
-                by_decay = record["validation_by_weight_decay"]
-                best = max(by_decay, key=lambda d: sum(by_decay[d]))
-                assert record["chosen"] == [float(best)] * 2 and record["validation"] == by_decay[best]
-            else:
-                budget = (TINY_PLAN.fine_tune_steps if arm == "fine-tuned" else TINY_PLAN.small_steps)[int(n)]
-                assert all(1 <= step <= budget for step in record["chosen"])
-    assert results["baseline"]["test"] == pytest.approx(float(tiny_study[0].labels["test"].float().mean()))
-
-
-def test_the_test_split_never_influences_a_choice(minilm, tiny_study):
-    data, results = tiny_study
-    flipped = transfer.StudyData(
-        data.vocabulary, data.texts, {**data.labels, "test": 1 - data.labels["test"]}, data.tokens, data.features
-    )
-    again = run_study(minilm, flipped, TINY_PLAN, progress=False)
-    for arm in TINY_PLAN.arms:
-        for n in ("16", "48"):
-            ours, theirs = results["arms"][arm][n], again["arms"][arm][n]
-            assert ours["chosen"] == theirs["chosen"] and ours["validation"] == theirs["validation"]
-            assert theirs["test"] == pytest.approx([1 - value for value in ours["test"]])
-
-
-def test_without_a_test_split_only_validation_is_scored(minilm, tiny_study):
-    data, _ = tiny_study
-    no_test = transfer.StudyData(
-        data.vocabulary,
-        {k: v for k, v in data.texts.items() if k != "test"},
-        {k: v for k, v in data.labels.items() if k != "test"},
-        {k: v for k, v in data.tokens.items() if k != "test"},
-        {k: v for k, v in data.features.items() if k != "test"},
-    )
-    plan = StudyPlan(sizes=(16,), repeats=2, arms=("frozen",), probe_steps=20, probe_weight_decays=(1e-3,))
-    results = run_study(minilm, no_test, plan, progress=False)
-    assert "test" not in results["arms"]["frozen"]["16"] and "test" not in results["baseline"]
-    assert set(summarize_study(results, "validation")["frozen"]) == {16}
-
-
-def test_intervals_are_students_t_over_the_repeats_and_differences_are_paired():
-    mean, low, high = mean_interval([1, 2, 3, 4, 5])
-    assert (
-        mean == 3
-        and high - mean == pytest.approx(2.776 * (2.5**0.5) / 5**0.5, rel=1e-3)
-        and mean - low == pytest.approx(high - mean)
-    )
-    with pytest.raises(ValueError, match="at least 2"):
-        mean_interval([0.7])
-    results = {"arms": {"a": {"10": {"test": [0.7, 0.8, 0.9]}}, "b": {"10": {"test": [0.6, 0.7, 0.8]}}}}
-    difference = paired_difference(results, "a", "b", 10)
-    assert (
-        difference[0] == pytest.approx(0.1)
-        and difference[1] == pytest.approx(0.1)
-        and difference[2] == pytest.approx(0.1)
-    )
-
-
-def test_a_plan_refuses_unknown_arms_and_missing_step_budgets():
-    with pytest.raises(ValueError, match="arms must be among"):
-        StudyPlan(sizes=(10,), arms=("zero-shot",))
-    with pytest.raises(ValueError, match="small_steps must give a step budget for every size"):
-        StudyPlan(sizes=(10, 20), small_steps={10: 5}, fine_tune_steps={10: 5, 20: 5})
-    StudyPlan(sizes=(10,), arms=("frozen",))  # the probe needs no step budget
-
-
-def test_a_stored_study_is_read_back_only_while_its_checksum_holds(monkeypatch, tmp_path):
-    monkeypatch.setattr(transfer, "STORED_FOLDER", tmp_path)
-    from attention_book import _files, pretrained
-
-    monkeypatch.setattr(_files, "STORED_FOLDER", tmp_path)
-    results = {"arms": {"frozen": {"100": {"validation": [0.7, 0.72], "test": [0.71, 0.7], "chosen": [1e-3, 1e-3]}}}}
-    digest = store_study(results)
-    assert digest in (tmp_path / "SHA256SUMS").read_text()
-    assert load_study() == results
-    (tmp_path / transfer.STUDY_FILE).write_text((tmp_path / transfer.STUDY_FILE).read_text().replace("0.71", "0.91"))
-    with pytest.raises(pretrained.ChecksumError, match=digest):
-        load_study()
+def test_review_features_select_rows_in_the_order_given():
+    pooled = torch.arange(5 * 2 * 3, dtype=torch.float).reshape(5, 2, 3)
+    features = ReviewFeatures(pooled, torch.zeros(5, 4, 3), torch.ones(5, 4, dtype=torch.bool), 1, 1.0)
+    chosen = features.select(torch.tensor([3, 0]))
+    assert torch.equal(chosen.pooled, pooled[[3, 0]]) and chosen.split_layer == 1
+    with pytest.raises(ValueError, match="below 5"):
+        features.select(torch.tensor([5]))

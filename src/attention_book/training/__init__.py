@@ -8,7 +8,13 @@ module                 what it holds                                            
 ``training.losses``    classification, per-token, masked-token and seq2seq        2, 4-7
                        losses with their metrics
 ``training.transfer``  from scratch, MLM pretraining, features, linear probe,      7
-                       fine-tuning the top layers
+                       fine-tuning the top layers, early stopping (``KeepBest``)
+``training.masked_``   scoring a masked language model: accuracy at [MASK], the    7
+``lm``                 pieces it puts in a gap
+``.transfer_study``    the transfer study: those recipes at every label count,    7
+                       every choice made on validation
+``training.study_``    the study's intervals, its stored run (load, store) and    7
+``results``            the fingerprint of the code that made it
 ``training.stored_``   ``StoredRuns``: a chapter's extra seeds, trained here or     4, 6
 ``runs``               loaded from what ``make seeds`` stored in the package
 =====================  =========================================================  =======

@@ -1,24 +1,20 @@
 """Chapter 7's recipes: a small encoder from scratch, masked-language-model pretraining,
-the pretrained encoder's features (run once), a linear probe on them, and fine-tuning
-its top layers.
+the pretrained encoder's features (run once), a linear probe on them, fine-tuning its top
+layers, and early stopping by checkpoints (:class:`KeepBest`).
 
 Chapter 7 writes each idea out in cells first (the masking, one fine-tuning step, the
-probe's training loop) and checks these functions against them; the functions then run
-the experiment at every size. Everything that trains goes through :func:`~attention_book.fit`
-on :class:`~attention_book.data.batches.LengthBatches`; every function is seeded.
+probe's training loop) and checks these functions against them. The transfer study
+(:mod:`attention_book.training.transfer_study`) runs these same functions at every size.
+Everything that trains goes through :func:`~attention_book.fit` on
+:class:`~attention_book.data.batches.LengthBatches`; every function is seeded.
 """
 
 from __future__ import annotations
 
-import ast
 import copy
-import hashlib
-import inspect
-import json
-import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -26,10 +22,9 @@ from torch import nn
 
 from .._validation import describe_shape, require_count, require_labels, require_texts
 from ..data.batches import LengthBatches, index_batches, trim_padding
-from ..data.pieces import MASK, SPECIAL_PIECES, PieceVocabulary, mask_tokens
-from ..data.tasks import IGNORE
+from ..data.pieces import PieceVocabulary, mask_tokens
 from ..modes import evaluating
-from ..pretrained import STORED_FOLDER, PretrainedEncoder, record_stored_file, stored_file
+from ..pretrained import PretrainedEncoder
 from ..transformer import Encoder, EncoderClassifier, TokenClassifier, mean_pool, run_stack
 from .loop import History, fit
 from .losses import classification_loss, masked_token_loss
@@ -39,8 +34,6 @@ __all__ = [
     "train_from_scratch",
     "classifier_accuracy",
     "train_mlm",
-    "masked_token_accuracy",
-    "fill_mask",
     "ReviewFeatures",
     "encode_reviews",
     "throughput",
@@ -51,22 +44,8 @@ __all__ = [
     "TopLayersClassifier",
     "fine_tune_top_layers",
     "fine_tuned_accuracy",
-    "STUDY_ARMS",
-    "PROBE_WEIGHT_DECAYS",
-    "StudyPlan",
-    "StudyData",
-    "prepare_study",
-    "study_subset",
-    "run_study",
-    "mean_interval",
-    "summarize_study",
-    "paired_difference",
-    "FULL_STUDY",
-    "STUDY_FILE",
-    "STUDY_COMMAND",
-    "load_study",
-    "store_study",
-    "study_fingerprint",
+    "KeepBest",
+    "checkpoint_steps",
 ]
 
 SMALL_MODEL = dict(d_model=64, num_heads=4, d_ff=128, num_layers=2, dropout=0.0)
@@ -75,6 +54,72 @@ SMALL_MODEL = dict(d_model=64, num_heads=4, d_ff=128, num_layers=2, dropout=0.0)
 
 def _adamw(parameters, lr: float) -> torch.optim.Optimizer:
     return torch.optim.AdamW(parameters, lr=lr, weight_decay=0.01)
+
+
+# ---------------------------------------------------------------------------------
+# Early stopping by checkpoints
+
+
+def checkpoint_steps(steps: int, count: int) -> set[int]:
+    """``count`` evenly spaced steps of a run of ``steps`` (the last one among them)."""
+    require_count(steps, "steps")
+    require_count(count, "count")
+    return {max(1, round(steps * (k + 1) / count)) for k in range(count)}
+
+
+class KeepBest:
+    """Early stopping by checkpoints, through :func:`~attention_book.fit`'s ``on_step`` hook.
+
+    At each of ``steps`` (e.g. :func:`checkpoint_steps`) the hook scores the model being
+    trained with ``score(model)`` (a validation accuracy) and keeps a copy of its weights if
+    the score is the best so far; :meth:`restore` puts the best weights back after training.
+    ``step`` and ``score`` then say which checkpoint won and what it scored.
+    """
+
+    def __init__(self, steps: set[int], score: Callable[[nn.Module], float]):
+        self.steps, self.scorer = set(steps), score
+        self.step, self.score, self.state = 0, -1.0, None
+
+    def hook(self, model: nn.Module) -> Callable[[int, dict, float], None]:
+        """The ``on_step(step, batch, loss)`` hook for ``fit`` while it trains ``model``."""
+
+        def on_step(step: int, batch: dict, loss: float) -> None:
+            if step in self.steps:
+                value = self.scorer(model)
+                if value > self.score:
+                    self.step, self.score, self.state = step, value, copy.deepcopy(model.state_dict())
+
+        return on_step
+
+    def restore(self, model: nn.Module) -> None:
+        if self.state is None:
+            raise RuntimeError(
+                f"no checkpoint was scored: training never reached any of the steps {sorted(self.steps)}"
+            )
+        model.load_state_dict(self.state)
+
+
+def _fit_steps(
+    model, batches, loss_fn, optimizer, epochs: int, steps: int | None, keep_best, progress, description
+) -> History:
+    """``fit`` for ``epochs`` passes, or for ``steps`` steps when given; with ``keep_best``, the best checkpoint is kept."""
+    if steps is not None:
+        epochs = -(-require_count(steps, "steps") // len(batches))
+    history = fit(
+        model,
+        batches,
+        loss_fn,
+        epochs=epochs,
+        max_steps=steps,
+        optimizer=optimizer,
+        clip_norm=None,
+        progress=progress,
+        description=description,
+        on_step=keep_best.hook(model) if keep_best is not None else None,
+    )
+    if keep_best is not None:
+        keep_best.restore(model)
+    return history
 
 
 # ---------------------------------------------------------------------------------
@@ -92,12 +137,16 @@ def train_from_scratch(
     seed: int = 0,
     encoder: Encoder | None = None,
     progress: bool = False,
+    steps: int | None = None,
+    keep_best: KeepBest | None = None,
     **model_options,
 ) -> tuple[EncoderClassifier, History]:
     """Train a small :class:`EncoderClassifier` (mean pooling) on labelled texts, all parameters from scratch.
 
     ``encoder`` (optional) replaces the randomly initialised encoder, e.g. one pretrained
-    with :func:`train_mlm`; it is copied, never changed. Returns (model, history).
+    with :func:`train_mlm`; it is copied, never changed. ``steps`` (optional) trains for that
+    many mini-batches instead of ``epochs`` passes; ``keep_best`` (optional) scores
+    checkpoints along the way and returns the best one (early stopping). Returns (model, history).
     """
     texts = require_texts(texts)
     labels = require_labels(labels, len(texts))
@@ -115,15 +164,9 @@ def train_from_scratch(
         batch_size,
         torch.Generator().manual_seed(seed),
     )
-    history = fit(
-        model,
-        batches,
-        classification_loss,
-        epochs=epochs,
-        optimizer=_adamw(model.parameters(), lr),
-        clip_norm=None,
-        progress=progress,
-        description="from scratch",
+    optimizer = _adamw(model.parameters(), lr)
+    history = _fit_steps(
+        model, batches, classification_loss, optimizer, epochs, steps, keep_best, progress, "from scratch"
     )
     return model, history
 
@@ -181,65 +224,8 @@ def train_mlm(
             model, {"tokens": corrupted, "padding_mask": batch["padding_mask"], "targets": targets}
         )
 
-    history = fit(
-        model,
-        batches,
-        loss,
-        epochs=-(-steps // len(batches)),
-        max_steps=steps,
-        optimizer=_adamw(model.parameters(), lr),
-        clip_norm=None,
-        progress=progress,
-        description="masked LM",
-    )
+    history = _fit_steps(model, batches, loss, _adamw(model.parameters(), lr), 1, steps, None, progress, "masked LM")
     return model, history
-
-
-@torch.no_grad()
-def masked_token_accuracy(
-    model: nn.Module | None, vocabulary: PieceVocabulary, texts: Sequence[str], seed: int = 1, max_tokens: int = 48
-) -> float:
-    """Top-1 accuracy at the [MASK] positions of ``texts``, corrupted as in training (seeded).
-
-    The corruption is :func:`mask_tokens` with the vocabulary, as :func:`train_mlm` uses it
-    (80 % [MASK], 10 % a random piece, 10 % unchanged), but only positions that show [MASK]
-    are scored: at the others the input is a real piece, the unchanged ones the answer
-    itself, and a model that copies its input would score there without having learned
-    anything. ``model=None``: always guess the commonest piece.
-    """
-    texts = require_texts(texts)
-    generator = torch.Generator().manual_seed(seed)
-    correct = total = 0
-    for rows in index_batches(len(texts), 256):
-        tokens, padding_mask = vocabulary.encode([texts[i] for i in rows], max_tokens)
-        corrupted, targets = mask_tokens(tokens, padding_mask, generator, vocab_size=len(vocabulary))
-        scored = (corrupted == MASK) & (targets != IGNORE)  # the target is hidden from the input
-        if model is None:
-            guesses = torch.full_like(targets, vocabulary.commonest)
-        else:
-            guesses = torch.full_like(targets, -1)
-            with evaluating(model):
-                guesses[scored] = model(corrupted, padding_mask, scored).argmax(-1)
-        correct += int((guesses[scored] == targets[scored]).sum())
-        total += int(scored.sum())
-    return correct / total
-
-
-@torch.no_grad()
-def fill_mask(model: nn.Module, vocabulary: PieceVocabulary, text: str, top: int = 5) -> list[tuple[str, float]]:
-    """The ``top`` pieces the model puts where ``text`` says [MASK], with their probabilities."""
-    if not isinstance(text, str) or "[MASK]" not in text:
-        raise ValueError(f"the text must contain [MASK] where a piece is to be guessed, but is {text!r}")
-    require_count(top, "top")
-    before, after = text.split("[MASK]", 1)
-    left = vocabulary.encode([before])[0][0] if before.strip() else torch.zeros(0, dtype=torch.long)
-    right = vocabulary.encode([after])[0][0] if after.strip() else torch.zeros(0, dtype=torch.long)
-    tokens = torch.cat([left, torch.tensor([MASK]), right])[None, :]  # (1, T)
-    with evaluating(model):
-        probabilities = model(tokens).softmax(-1)[0, len(left)]  # (vocab,)
-    probabilities[: len(SPECIAL_PIECES)] = 0
-    values, ids = probabilities.topk(top)
-    return [(vocabulary.pieces[i], float(p)) for i, p in zip(ids.tolist(), values.tolist())]
 
 
 # ---------------------------------------------------------------------------------
@@ -282,6 +268,15 @@ class ReviewFeatures:
         part = slice(start, stop)
         return ReviewFeatures(
             self.pooled[part], self.states[part], self.padding_mask[part], self.split_layer, self.seconds
+        )
+
+    def select(self, rows: torch.Tensor) -> ReviewFeatures:
+        """The features of the texts at ``rows`` (a tensor of indices), in that order."""
+        rows = torch.as_tensor(rows, dtype=torch.long)
+        if rows.dim() != 1 or len(rows) == 0 or int(rows.min()) < 0 or int(rows.max()) >= len(self):
+            raise ValueError(f"rows must be a non-empty 1-d tensor of indices below {len(self)}, but got {rows!r}")
+        return ReviewFeatures(
+            self.pooled[rows], self.states[rows], self.padding_mask[rows], self.split_layer, self.seconds
         )
 
 
@@ -374,13 +369,13 @@ def train_linear_probe(
     torch.manual_seed(seed)
     features = features.detach().float()
     probe = LinearProbe(features.mean(0), features.std(0).clamp_min(1e-6), max(2, int(labels.max()) + 1))
+    standardised = (features - probe.mean) / probe.std  # what probe(features) computes first, done once
 
     def penalised_loss(probe: nn.Module, batch: dict) -> torch.Tensor:
-        return (
-            F.cross_entropy(probe(batch["features"]), batch["label"]) + weight_decay * probe.linear.weight.pow(2).sum()
-        )
+        logits = probe.linear(batch["standardised"])
+        return F.cross_entropy(logits, batch["label"]) + weight_decay * probe.linear.weight.pow(2).sum()
 
-    full_batch = [{"features": features, "label": labels}]
+    full_batch = [{"standardised": standardised, "label": labels}]
     fit(probe, full_batch, penalised_loss, epochs=steps, lr=lr, clip_norm=None, progress=False)
     return probe
 
@@ -436,11 +431,13 @@ def fine_tune_top_layers(
     head_lr: float = 1e-3,
     seed: int = 0,
     progress: bool = False,
+    keep_best: KeepBest | None = None,
 ) -> tuple[TopLayersClassifier, History]:
     """Fine-tune the layers above ``features.split_layer`` and a new linear head on labelled examples.
 
     The pretrained layers learn with a small rate (``lr``), the new head with a larger
-    one (``head_lr``). Runs for ``steps`` mini-batches, cycling through the examples.
+    one (``head_lr``). Runs for ``steps`` mini-batches, cycling through the examples;
+    ``keep_best`` (optional) scores checkpoints along the way and returns the best one.
     Returns (model, history).
     """
     labels = require_labels(labels, len(features))
@@ -457,22 +454,13 @@ def fine_tune_top_layers(
         batch_size,
         torch.Generator().manual_seed(seed),
     )
-    history = fit(
-        model,
-        batches,
-        classification_loss,
-        epochs=-(-steps // len(batches)),
-        max_steps=steps,
-        optimizer=optimizer,
-        clip_norm=None,
-        progress=progress,
-        description="fine-tuning",
-    )
+    history = _fit_steps(model, batches, classification_loss, optimizer, 1, steps, keep_best, progress, "fine-tuning")
     return model, history
 
 
 @torch.no_grad()
 def fine_tuned_accuracy(model: TopLayersClassifier, features: ReviewFeatures, labels: torch.Tensor) -> float:
+    """Accuracy of a fine-tuned model (from :func:`fine_tune_top_layers`) on the features' texts."""
     labels = require_labels(labels, len(features))
     correct = 0
     with evaluating(model):
@@ -480,495 +468,3 @@ def fine_tuned_accuracy(model: TopLayersClassifier, features: ReviewFeatures, la
             batch = trim_padding({"states": features.states[rows], "padding_mask": features.padding_mask[rows]})
             correct += int((model(batch["states"], batch["padding_mask"]).argmax(-1) == labels[rows]).sum())
     return correct / len(labels)
-
-
-# ---------------------------------------------------------------------------------
-# The study: four ways to build a classifier, at every label count, over several seeds
-#
-# Everything is chosen on the validation split (the probe's weight decay, every run's
-# number of steps); the test split is scored once, after all choices are made.
-
-STUDY_ARMS = ("scratch", "frozen", "fine-tuned", "MLM then fine-tuned")
-"""The four arms of the study, in the order the chapter shows them."""
-
-PROBE_WEIGHT_DECAYS = (1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
-"""The linear probe's penalties tried on the validation split (on the *mean* loss: scikit-learn's
-default ``C=1`` is ``1 / (2 n)``, 5e-3 at n = 100 and 5e-5 at n = 10,202)."""
-
-
-@dataclass
-class StudyPlan:
-    """The grid of a transfer study: label counts, repeats, step budgets and what validation chooses from.
-
-    ``sizes``: labelled training examples per run. ``repeats``: runs per size and arm;
-    repeat ``r`` trains with seed ``r`` on its own random subset of the training split
-    (:func:`study_subset`). ``small_steps[n]`` and ``fine_tune_steps[n]``: the most steps a
-    small encoder (scratch, MLM) or the fine-tuned top layers take at size ``n``; the
-    validation split is scored ``checkpoints`` / ``fine_tune_checkpoints`` times along the
-    way and the best checkpoint is kept (early stopping). ``mlm_steps``: masked-language-model
-    pretraining on the training split's text (labels unused), once per repeat, or once for
-    all repeats with ``shared_mlm``. ``arm_sizes`` may limit an arm to some of the sizes.
-    """
-
-    sizes: tuple[int, ...]
-    repeats: int = 5
-    small_steps: dict[int, int] = field(default_factory=dict)
-    fine_tune_steps: dict[int, int] = field(default_factory=dict)
-    mlm_steps: int = 1000
-    checkpoints: int = 8
-    fine_tune_checkpoints: int = 3
-    probe_weight_decays: tuple[float, ...] = PROBE_WEIGHT_DECAYS
-    probe_steps: int = 300
-    batch_size: int = 32
-    small_lr: float = 1e-3
-    fine_tune_lr: float = 3e-4
-    head_lr: float = 2e-3
-    max_tokens: int = 48
-    split_layer: int = 5
-    arms: tuple[str, ...] = STUDY_ARMS
-    arm_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    shared_mlm: bool = False
-
-    def __post_init__(self):
-        self.sizes = tuple(require_count(n, "size") for n in self.sizes)
-        require_count(self.repeats, "repeats")
-        unknown = [arm for arm in [*self.arms, *self.arm_sizes] if arm not in STUDY_ARMS]
-        if unknown:
-            raise ValueError(f"arms must be among {STUDY_ARMS}, but {unknown} was given")
-        for arm, sizes in self.arm_sizes.items():
-            if not set(sizes) <= set(self.sizes):
-                raise ValueError(f"arm_sizes[{arm!r}] must be among the sizes {self.sizes}, but is {sizes}")
-        for name in ("small_steps", "fine_tune_steps"):
-            steps = getattr(self, name)
-            missing = [n for n in self.sizes if n not in steps]
-            needed = (
-                "scratch" in self.arms or "MLM then fine-tuned" in self.arms
-                if name == "small_steps"
-                else "fine-tuned" in self.arms
-            )
-            if needed and missing:
-                raise ValueError(f"{name} must give a step budget for every size, but {missing} are missing")
-
-    def as_dict(self) -> dict:
-        return {
-            "sizes": list(self.sizes),
-            "repeats": self.repeats,
-            "arms": list(self.arms),
-            "small_steps": {str(n): s for n, s in self.small_steps.items()},
-            "fine_tune_steps": {str(n): s for n, s in self.fine_tune_steps.items()},
-            "mlm_steps": self.mlm_steps,
-            "checkpoints": self.checkpoints,
-            "fine_tune_checkpoints": self.fine_tune_checkpoints,
-            "probe_weight_decays": list(self.probe_weight_decays),
-            "probe_steps": self.probe_steps,
-            "batch_size": self.batch_size,
-            "small_lr": self.small_lr,
-            "fine_tune_lr": self.fine_tune_lr,
-            "head_lr": self.head_lr,
-            "max_tokens": self.max_tokens,
-            "split_layer": self.split_layer,
-            "arm_sizes": {arm: list(sizes) for arm, sizes in self.arm_sizes.items()},
-            "shared_mlm": self.shared_mlm,
-        }
-
-    def sizes_of(self, arm: str) -> tuple[int, ...]:
-        """The label counts ``arm`` is run at."""
-        return tuple(self.arm_sizes.get(arm, self.sizes))
-
-
-@dataclass
-class StudyData:
-    """What every run of the study reads, computed once: tokens for the small encoders,
-    the pretrained encoder's features, and the labels, per split (``test`` may be None)."""
-
-    vocabulary: PieceVocabulary
-    texts: dict[str, list[str]]
-    labels: dict[str, torch.Tensor]
-    tokens: dict[str, tuple[torch.Tensor, torch.Tensor]]
-    features: dict[str, ReviewFeatures] | None
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        return tuple(self.texts)
-
-
-def prepare_study(
-    pretrained: PretrainedEncoder,
-    vocabulary: PieceVocabulary,
-    splits: dict[str, tuple[Sequence[str], torch.Tensor]],
-    max_tokens: int = 48,
-    split_layer: int = 5,
-    observe: dict[str, Observer] | None = None,
-    pretrained_features: bool = True,
-) -> StudyData:
-    """Tokenize every split for the small encoders and run the pretrained encoder over it once.
-
-    ``splits`` maps "train", "validation" and optionally "test" to (texts, labels).
-    ``observe`` may give an observer per split for :func:`encode_reviews`. With
-    ``pretrained_features=False`` the pretrained encoder is not run (enough for the
-    scratch and MLM arms, which read tokens only).
-    """
-    if "train" not in splits or "validation" not in splits:
-        raise ValueError(f"splits must hold 'train' and 'validation', but holds {sorted(splits)}")
-    texts, labels, tokens, features = {}, {}, {}, {}
-    for name, (split_texts, split_labels) in splits.items():
-        texts[name] = require_texts(split_texts)
-        labels[name] = require_labels(split_labels, len(texts[name]))
-        tokens[name] = vocabulary.encode(texts[name], max_tokens)
-        if pretrained_features:
-            features[name] = encode_reviews(
-                pretrained,
-                texts[name],
-                max_tokens=max_tokens,
-                split_layer=split_layer,
-                observe=(observe or {}).get(name),
-            )
-    return StudyData(vocabulary, texts, labels, tokens, features if pretrained_features else None)
-
-
-def study_subset(size: int, repeat: int, total: int) -> torch.Tensor:
-    """The training rows of one run: ``size`` of ``total``, a random sample of its own per repeat (seeded).
-
-    The full size gives every row (in a repeat-specific order).
-    """
-    require_count(size, "size", 1, total)
-    return torch.randperm(total, generator=torch.Generator().manual_seed(10_000 + repeat))[:size]
-
-
-@torch.no_grad()
-def _small_accuracy(model: nn.Module, tokens: torch.Tensor, padding_mask: torch.Tensor, labels: torch.Tensor) -> float:
-    correct = 0
-    with evaluating(model):
-        for rows in index_batches(len(labels), 256, None, padding_mask.sum(dim=1)):
-            batch = trim_padding({"tokens": tokens[rows], "padding_mask": padding_mask[rows]})
-            correct += int((model(batch["tokens"], batch["padding_mask"]).argmax(-1) == labels[rows]).sum())
-    return correct / len(labels)
-
-
-def _checkpoint_steps(total: int, count: int) -> set[int]:
-    return {max(1, round(total * (k + 1) / count)) for k in range(count)}
-
-
-def _train_keeping_best(model, batches, loss_fn, optimizer, steps, checkpoints, score, description):
-    """Train for ``steps``; score the validation split at ``checkpoints`` evenly spaced steps and
-    put the best checkpoint's weights back. Returns (best step, best validation score, history)."""
-    best = {"score": -1.0, "step": 0, "state": None}
-    marks = _checkpoint_steps(steps, checkpoints)
-
-    def on_step(step: int, batch: dict, loss: float) -> None:
-        if step in marks:
-            value = score(model)
-            if value > best["score"]:
-                best.update(score=value, step=step, state=copy.deepcopy(model.state_dict()))
-
-    history = fit(
-        model,
-        batches,
-        loss_fn,
-        epochs=-(-steps // len(batches)),
-        max_steps=steps,
-        optimizer=optimizer,
-        clip_norm=None,
-        progress=False,
-        description=description,
-        on_step=on_step,
-    )
-    model.load_state_dict(best["state"])
-    return best["step"], best["score"], history
-
-
-def _study_small(data: StudyData, rows: torch.Tensor, plan: StudyPlan, steps: int, seed: int, encoder: Encoder | None):
-    tokens, padding_mask = data.tokens["train"]
-    torch.manual_seed(seed)
-    model = EncoderClassifier(len(data.vocabulary), 2, pooling="mean", **{**SMALL_MODEL, "max_len": plan.max_tokens})
-    if encoder is not None:
-        model.encoder = copy.deepcopy(encoder)
-    batches = LengthBatches(
-        {"tokens": tokens[rows], "padding_mask": padding_mask[rows], "label": data.labels["train"][rows]},
-        plan.batch_size,
-        torch.Generator().manual_seed(seed),
-    )
-    valid = (*data.tokens["validation"], data.labels["validation"])
-    step, score, _ = _train_keeping_best(
-        model,
-        batches,
-        classification_loss,
-        _adamw(model.parameters(), plan.small_lr),
-        steps,
-        plan.checkpoints,
-        lambda m: _small_accuracy(m, *valid),
-        "small encoder",
-    )
-    return model, step, score
-
-
-def _study_fine_tune(
-    pretrained: PretrainedEncoder, data: StudyData, rows: torch.Tensor, plan: StudyPlan, steps: int, seed: int
-):
-    features = data.features["train"]
-    torch.manual_seed(seed)
-    model = TopLayersClassifier(pretrained, features.split_layer)
-    optimizer = torch.optim.AdamW(
-        [
-            {"params": model.layers.parameters(), "lr": plan.fine_tune_lr},
-            {"params": model.head.parameters(), "lr": plan.head_lr},
-        ],
-        weight_decay=0.01,
-    )
-    batches = LengthBatches(
-        {
-            "tokens": features.states[rows],
-            "padding_mask": features.padding_mask[rows],
-            "label": data.labels["train"][rows],
-        },
-        plan.batch_size,
-        torch.Generator().manual_seed(seed),
-    )
-    step, score, _ = _train_keeping_best(
-        model,
-        batches,
-        classification_loss,
-        optimizer,
-        steps,
-        plan.fine_tune_checkpoints,
-        lambda m: fine_tuned_accuracy(m, data.features["validation"], data.labels["validation"]),
-        "fine-tuning",
-    )
-    return model, step, score
-
-
-def run_study(pretrained: PretrainedEncoder, data: StudyData, plan: StudyPlan, progress: bool = True) -> dict:
-    """Run every arm at every size ``plan.repeats`` times; choose on validation, then score test once.
-
-    Returns a JSON-ready dict: ``plan``, ``seconds`` per arm, and per arm and size
-    (as a string) the lists ``validation`` and ``test`` (one accuracy per repeat; ``test``
-    only when ``data`` has a test split) and ``chosen`` (the probe's weight decay, or the
-    step the validation split chose), plus ``baseline`` (always "fresh") per split.
-    """
-    from tqdm.auto import tqdm
-
-    total = len(data.labels["train"])
-    if data.features is None and any(arm in ("frozen", "fine-tuned") for arm in plan.arms):
-        raise ValueError(
-            "the frozen and fine-tuned arms need the pretrained encoder's features: prepare_study(..., pretrained_features=True)"
-        )
-    if (
-        data.features is not None
-        and any(arm == "fine-tuned" for arm in plan.arms)
-        and data.features["train"].split_layer != plan.split_layer
-    ):
-        raise ValueError(
-            f"the plan fine-tunes from layer {plan.split_layer}, but the features were stored at layer {data.features['train'].split_layer}"
-        )
-    too_big = [n for n in plan.sizes if n > total]
-    if too_big:
-        raise ValueError(f"sizes must be at most the {total} training examples, but {too_big} were given")
-    splits = [name for name in ("validation", "test") if name in data.labels]
-    results: dict = {
-        "plan": plan.as_dict(),
-        "seconds": {},
-        "arms": {},
-        "baseline": {name: float(data.labels[name].float().mean()) for name in ("train", *splits)},
-    }
-    runs = sum(len(plan.sizes_of(arm)) for arm in plan.arms) * plan.repeats
-    bar = tqdm(total=runs, desc="transfer study", disable=not progress)
-    finals: dict[str, dict[int, list]] = {}  # arm -> size -> the chosen model of every repeat
-    for arm in plan.arms:
-        start = time.perf_counter()
-        results["arms"][arm] = {str(n): {"validation": [], "chosen": []} for n in plan.sizes_of(arm)}
-        finals[arm] = {n: [] for n in plan.sizes_of(arm)}
-        pretrained_small = {}
-        if arm == "MLM then fine-tuned":
-            for repeat in range(1 if plan.shared_mlm else plan.repeats):
-                bar.set_postfix_str(f"MLM pretraining, run {repeat + 1}")
-                mlm, _ = train_mlm(
-                    data.vocabulary,
-                    data.texts["train"],
-                    steps=plan.mlm_steps,
-                    batch_size=plan.batch_size,
-                    max_tokens=plan.max_tokens,
-                    seed=repeat,
-                )
-                pretrained_small[repeat] = mlm.encoder
-            if plan.shared_mlm:
-                pretrained_small = {repeat: pretrained_small[0] for repeat in range(plan.repeats)}
-        for n in plan.sizes_of(arm):
-            record = results["arms"][arm][str(n)]
-            if arm == "frozen":  # one penalty for the size: the best mean validation accuracy over the repeats
-                train_x, valid_x = data.features["train"].layer(-1), data.features["validation"].layer(-1)
-                scores = {decay: [] for decay in plan.probe_weight_decays}
-                probes = {decay: [] for decay in plan.probe_weight_decays}
-                for repeat in range(plan.repeats):
-                    rows = study_subset(n, repeat, total)
-                    for decay in plan.probe_weight_decays:
-                        probe = train_linear_probe(
-                            train_x[rows],
-                            data.labels["train"][rows],
-                            steps=plan.probe_steps,
-                            weight_decay=decay,
-                            seed=repeat,
-                        )
-                        probes[decay].append(probe)
-                        scores[decay].append(probe_accuracy(probe, valid_x, data.labels["validation"]))
-                    bar.update(1)
-                decay = max(plan.probe_weight_decays, key=lambda d: sum(scores[d]))
-                record["validation"] = scores[decay]
-                record["chosen"] = [decay] * plan.repeats
-                record["validation_by_weight_decay"] = {f"{d:g}": scores[d] for d in plan.probe_weight_decays}
-                finals[arm][n] = probes[decay]
-                continue
-            for repeat in range(plan.repeats):
-                rows = study_subset(n, repeat, total)
-                bar.set_postfix_str(f"{arm}, {n:,} examples, repeat {repeat + 1}")
-                if arm == "fine-tuned":
-                    model, step, score = _study_fine_tune(pretrained, data, rows, plan, plan.fine_tune_steps[n], repeat)
-                else:
-                    model, step, score = _study_small(
-                        data, rows, plan, plan.small_steps[n], repeat, pretrained_small.get(repeat)
-                    )
-                record["validation"].append(score)
-                record["chosen"].append(step)
-                finals[arm][n].append(model)
-                bar.update(1)
-        results["seconds"][arm] = time.perf_counter() - start
-    bar.close()
-    if "test" in data.labels:  # every choice is made: score the test split, once per chosen model
-        for arm, by_size in finals.items():
-            for n, models in by_size.items():
-                results["arms"][arm][str(n)]["test"] = [_test_accuracy(arm, model, data) for model in models]
-    return results
-
-
-def _test_accuracy(arm: str, model: nn.Module, data: StudyData) -> float:
-    if arm == "frozen":
-        return probe_accuracy(model, data.features["test"].layer(-1), data.labels["test"])
-    if arm == "fine-tuned":
-        return fine_tuned_accuracy(model, data.features["test"], data.labels["test"])
-    return _small_accuracy(model, *data.tokens["test"], data.labels["test"])
-
-
-# Two-sided 95 % quantiles of Student's t distribution, by degrees of freedom.
-_T_975 = {
-    1: 12.706,
-    2: 4.303,
-    3: 3.182,
-    4: 2.776,
-    5: 2.571,
-    6: 2.447,
-    7: 2.365,
-    8: 2.306,
-    9: 2.262,
-    10: 2.228,
-    12: 2.179,
-    15: 2.131,
-    20: 2.086,
-    30: 2.042,
-}
-
-
-def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
-    """(mean, low, high): the mean and its 95 % t-interval over independent runs (at least 2)."""
-    values = [float(v) for v in values]
-    if len(values) < 2:
-        raise ValueError(f"an interval needs at least 2 values, but {len(values)} were given")
-    n = len(values)
-    mean = sum(values) / n
-    spread = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
-    degrees = n - 1
-    quantile = _T_975.get(degrees) or _T_975[max(d for d in _T_975 if d <= degrees)]
-    half = quantile * spread / n**0.5
-    return mean, mean - half, mean + half
-
-
-def summarize_study(results: dict, split: str = "test") -> dict[str, dict[int, tuple[float, float, float]]]:
-    """Per arm and size: (mean, low, high) of the accuracy on ``split`` over the repeats."""
-    if split not in ("validation", "test"):
-        raise ValueError(f"split must be 'validation' or 'test', but {split!r} was given")
-    summary = {}
-    for arm, by_size in results["arms"].items():
-        summary[arm] = {int(n): mean_interval(record[split]) for n, record in by_size.items() if split in record}
-    return summary
-
-
-def paired_difference(
-    results: dict, arm: str, other: str, size: int, split: str = "test"
-) -> tuple[float, float, float]:
-    """(mean, low, high) of ``arm`` minus ``other`` at ``size``, paired by repeat (same subset and seed)."""
-    ours, theirs = results["arms"][arm][str(size)][split], results["arms"][other][str(size)][split]
-    return mean_interval([a - b for a, b in zip(ours, theirs, strict=True)])
-
-
-FULL_STUDY = StudyPlan(
-    sizes=(100, 300, 1000, 3000, 10202),
-    small_steps={100: 40, 300: 80, 1000: 160, 3000: 320, 10202: 640},
-    fine_tune_steps={100: 20, 300: 40, 1000: 60, 3000: 100, 10202: 160},
-    mlm_steps=500,
-    checkpoints=4,
-    fine_tune_checkpoints=2,
-    shared_mlm=True,
-)
-"""The grid of the stored run, recomputed by ``python benchmarks/run.py --only transfer``.
-
-Step budgets grow with the label count but stay small: at 10,202 examples the small
-encoders get 640 steps of 32 (two passes), fine-tuning (one pretrained layer on CPU) 160.
-Within each budget the validation split picks the checkpoint (4 for the small encoders, 2
-for fine-tuning). Every arm runs at every size; the MLM arm pretrains once (500 steps over
-the training reviews' text, shared by its 5 repeats). On a 2-core CPU the whole grid takes
-a few hours; ``--transfer-arms`` and ``--transfer-sizes`` run a part of it, which
-``tools/merge_transfer_parts.py`` adds to the stored run (the stored run was completed so)."""
-
-STUDY_FILE = "transfer_study.json"
-STUDY_COMMAND = "python benchmarks/run.py --only transfer"
-
-
-def load_study() -> dict:
-    """The stored full run of the study (SHA-256 checked), as :func:`run_study` returned it, with ``machine`` and ``seconds``."""
-    return json.loads(stored_file(STUDY_FILE).read_text())
-
-
-def store_study(results: dict) -> str:
-    """Write ``results`` into the package's ``stored/`` folder and record its SHA-256 (returned)."""
-    path = STORED_FOLDER / STUDY_FILE
-    path.write_text(json.dumps(results, indent=1) + "\n")
-    return record_stored_file(STUDY_FILE)
-
-
-def study_fingerprint() -> dict:
-    """What the stored study was computed by: the names and a SHA-256 of this module's code that
-    :func:`run_study` reaches (itself, the functions, classes and constants it names, and theirs in
-    turn), docstrings, comments and layout left out.
-
-    ``stored/transfer_study.json`` keeps it (``code``); a test fails when the code no longer gives
-    the same fingerprint, so the page never shows numbers that today's functions would not make.
-    (Library code outside this module, such as ``fit``, is pinned by the test's live re-run of one
-    cell of the grid instead.)
-    """
-    tree = ast.parse(inspect.getsource(sys.modules[__name__]))
-    for node in ast.walk(tree):  # docstrings (of functions, classes and methods) are not code
-        body = getattr(node, "body", None)
-        if (
-            isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            node.body = body[1:] or [ast.Pass()]
-    top: dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            top[node.name] = node
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            top.update({target.id: node for target in targets if isinstance(target, ast.Name)})
-    reached, waiting = set(), ["run_study", "prepare_study", "FULL_STUDY"]
-    while waiting:
-        name = waiting.pop()
-        if name in reached or name not in top:
-            continue
-        reached.add(name)
-        waiting.extend(found.id for found in ast.walk(top[name]) if isinstance(found, ast.Name))
-    digest = hashlib.sha256()
-    for name in sorted(reached):
-        digest.update(name.encode() + b"\0" + ast.dump(top[name]).encode() + b"\0")
-    return {"sha256": digest.hexdigest(), "reaches": sorted(reached)}
