@@ -30,12 +30,7 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 LONG_MODULES_ALLOWED_UNDER = ("exercises", "widgets")
 # path -> why (with the date). Only for work landing in another change.
-EXCEPTIONS = {
-    "src/attention_book/training/transfer.py": (
-        "2026-11-26: chapter 7's recipes and study (974 lines), being split into modules under 500 lines "
-        "(issue 33, another engineer); remove this line when the split lands"
-    ),
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def package_modules() -> list[Path]:
