@@ -147,5 +147,21 @@ def study_fingerprint() -> dict:
         waiting.extend(found.attr for found in ast.walk(top[name]) if isinstance(found, ast.Attribute))
     digest = hashlib.sha256()
     for name in sorted(reached):
-        digest.update(name.encode() + b"\0" + ast.dump(top[name]).encode() + b"\0")
+        digest.update(name.encode() + b"\0" + _canonical_dump(top[name]).encode() + b"\0")
     return {"sha256": digest.hexdigest(), "reaches": sorted(reached)}
+
+
+def _canonical_dump(node) -> str:
+    """``ast.dump`` without the fields that are empty or None: Python 3.12 adds ``type_params=[]`` to every
+    function and class, and 3.13 leaves such fields out of ``ast.dump``, so the same code would otherwise
+    give another fingerprint on another Python (as it did: 3.11 here, 3.12 on Colab and the GPU machine)."""
+    if isinstance(node, ast.AST):
+        fields = (
+            f"{name}={_canonical_dump(value)}"
+            for name, value in ast.iter_fields(node)
+            if value is not None and value != []
+        )
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return "[" + ", ".join(_canonical_dump(item) for item in node) + "]"
+    return repr(node)
