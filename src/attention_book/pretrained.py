@@ -43,11 +43,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-# Re-exported only for training/transfer.py, which is being split (issue 33); the stored
-# files' registry and functions live in attention_book._files: import them from there.
-from ._files import STORED_FOLDER as STORED_FOLDER
 from ._files import ChecksumError, MissingPackageError, file_sha256, installed_file, stored_file
-from ._files import record_stored_file as record_stored_file
 from ._validation import describe_shape, require_count
 from .modes import evaluating
 from .transformer import Encoder, mean_pool
