@@ -374,33 +374,45 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{arguments.source} is not a folder")
 
     outputs, problems = expected_outputs(arguments.source, arguments.target)
-    known = set(outputs) | set(problems)
-    orphans = sorted(set(chapters(arguments.target)) - known) if arguments.target.is_dir() else []
-    stale = [path for path, text in outputs.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
     command = f"python tools/colab_edition.py {arguments.source} {arguments.target}"
-    if arguments.check:
+    return sync_notebooks(
+        outputs, problems, arguments.target, check=arguments.check, label="colab edition", command=command
+    )
+
+
+def sync_notebooks(
+    outputs: dict[Path, str], problems: dict[Path, str], target: Path, *, check: bool, label: str, command: str
+) -> int:
+    """Bring the notebooks derived from the chapters (``outputs``: path -> text) into ``target``, or with
+    ``check`` only name those that are out of date; notebooks whose chapter is gone are removed (or
+    named). Shared by this tool and tools/generate_exercises.py. Returns 1 when a check finds work to
+    do or a notebook could not be made (``problems``), else 0."""
+    known = set(outputs) | set(problems)
+    orphans = sorted(set(chapters(target)) - known) if target.is_dir() else []
+    stale = [path for path, text in outputs.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
+    if check:
         for path in stale:
             print(f"{path}: {'out of date' if path.is_file() else 'missing'}")
         for path in orphans:
             print(f"{path}: its chapter no longer exists")
     else:
-        arguments.target.mkdir(parents=True, exist_ok=True)
+        target.mkdir(parents=True, exist_ok=True)
         for path in stale:
             with open(path, "w", encoding="utf-8", newline="\n") as file:
                 file.write(outputs[path])
-            print(f"colab edition: wrote {path}")
+            print(f"{label}: wrote {path}")
         for path in orphans:
             path.unlink()
-            print(f"colab edition: removed {path} (its chapter no longer exists)")
+            print(f"{label}: removed {path} (its chapter no longer exists)")
     for path, problem in problems.items():
-        print(f"colab edition: cannot write {path}: {problem}", file=sys.stderr)
-    if arguments.check and (stale or orphans):
+        print(f"{label}: cannot write {path}: {problem}", file=sys.stderr)
+    if check and (stale or orphans):
         print(f"run: {command}")
         return 1
     if problems:
         return 1
-    if arguments.check or not (stale or orphans):
-        print(f"colab edition: {len(outputs)} notebook(s) in {arguments.target} are up to date")
+    if check or not (stale or orphans):
+        print(f"{label}: {len(outputs)} notebook(s) in {target} are up to date")
     return 0
 
 

@@ -60,7 +60,6 @@ HEADER_TAG = "chapter-header"
 SETUP_TAG = "colab-setup"
 BANNER_TAG = "exercise-banner"
 HIDE_TAG = "hide-input"
-CHAPTER_PATTERN = re.compile(r"^(\d\d)_.+\.ipynb$")
 CHECK_CALL = re.compile(r"""\bcheck\(\s*(['"])([^'"]+)\1""")
 EXERCISE_HEADING = re.compile(r"^#+\s*Exercise\s+(\d+\.\d+)", re.MULTILINE)
 EXERCISES_SUFFIX = ": exercises"
@@ -423,8 +422,7 @@ def render(notebook) -> str:
     return text if text.endswith("\n") else text + "\n"
 
 
-def chapters(source_dir: Path) -> list[Path]:
-    return sorted(path for path in source_dir.glob("[0-9][0-9]_*.ipynb") if CHAPTER_PATTERN.match(path.name))
+chapters = colab_edition.chapters  # the chapters NN_*.ipynb of a folder, as the Colab edition reads them
 
 
 def _display_path(path: Path) -> str:
@@ -467,41 +465,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{arguments.source} is not a folder")
 
     outputs, problems = expected_outputs(arguments.source, arguments.target)
-    known = set(outputs) | set(problems)
-    orphans = sorted(set(chapters(arguments.target)) - known) if arguments.target.is_dir() else []
-    stale = [path for path, text in outputs.items() if not path.is_file() or path.read_text(encoding="utf-8") != text]
     command = f"python tools/generate_exercises.py {arguments.source} {arguments.target}"
-
-    if arguments.check:
-        for path in stale:
-            print(f"{path}: {'out of date' if path.is_file() else 'missing'}")
-        for path in orphans:
-            print(f"{path}: its chapter no longer exists")
-    else:
-        arguments.target.mkdir(parents=True, exist_ok=True)
-        for path in stale:
-            with open(path, "w", encoding="utf-8", newline="\n") as file:
-                file.write(outputs[path])
-            print(f"generate: wrote {path}")
-        for path in orphans:
-            path.unlink()
-            print(f"generate: removed {path} (its chapter no longer exists)")
-    for path, problem in problems.items():
-        print(f"generate: cannot write {path}: {problem}", file=sys.stderr)
+    status = colab_edition.sync_notebooks(
+        outputs, problems, arguments.target, check=arguments.check, label="generate", command=command
+    )
     # The Colab edition (tools/colab_edition.py) is written from the same chapters at the same time, so
     # the usual command keeps both up to date: SRC/colab beside SRC/exercises.
-    colab_status = 0
     if arguments.target.resolve() == (arguments.source / "exercises").resolve():
         colab_arguments = [str(arguments.source), str(arguments.source / "colab")]
-        colab_status = colab_edition.main((["--check"] if arguments.check else []) + colab_arguments)
-    if arguments.check and (stale or orphans):
-        print(f"run: {command}")
-        return 1
-    if problems:
-        return 1
-    if arguments.check or not (stale or orphans):
-        print(f"generate: {len(outputs)} exercise notebook(s) in {arguments.target} are up to date")
-    return colab_status
+        status = max(status, colab_edition.main((["--check"] if arguments.check else []) + colab_arguments))
+    return status
 
 
 if __name__ == "__main__":

@@ -25,10 +25,9 @@ import re
 from collections.abc import Callable
 
 import torch
-from torch.utils.data import Dataset
 
 from .._validation import require_count
-from .tasks import BOS, EOS, PAD, Vocabulary
+from .tasks import BOS, EOS, PAD, SourceTargetItems, Vocabulary
 
 __all__ = [
     "DateTask",
@@ -239,7 +238,7 @@ def split_dates(split: str) -> list[datetime.date]:
     raise AssertionError("unreachable")
 
 
-class DateTask(Dataset):
+class DateTask(SourceTargetItems):
     """Translate a date as written (``"3. März 1998"``) into ISO 8601 (``"1998-03-03"``).
 
     ``num_samples`` examples drawn by ``seed`` from the dates of ``split`` (see
@@ -284,18 +283,6 @@ class DateTask(Dataset):
         self.target_in = torch.cat([torch.full((num_samples, 1), BOS), answers], dim=1)  # (N, 11)
         self.target_out = torch.cat([answers, torch.full((num_samples, 1), EOS)], dim=1)  # (N, 11)
         self.target_padding = torch.ones_like(self.target_in, dtype=torch.bool)
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {
-            "source": self.source[index],
-            "source_padding": self.source_padding[index],
-            "target_in": self.target_in[index],
-            "target_out": self.target_out[index],
-            "target_padding": self.target_padding[index],
-        }
 
     def encode(self, text: str) -> torch.Tensor:
         """A date as written -> (1, len(text)) token ids, one per character."""

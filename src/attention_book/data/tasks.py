@@ -98,7 +98,26 @@ def _check_lengths(min_len: int, max_len: int, shortest: int = 1) -> None:
     require_count(max_len, f"max_len (at least min_len={min_len})", min_len)
 
 
-class SequenceTask(Dataset):
+class SourceTargetItems(Dataset):
+    """What a sequence-to-sequence task hands the training loop: item ``i`` is a dict of its source,
+    the decoder's input and target (shifted by one) and their padding masks, from the tensors
+    ``source``, ``source_padding``, ``target_in``, ``target_out`` and ``target_padding`` that a
+    subclass builds (``SequenceTask``, ``DateTask``)."""
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {
+            "source": self.source[index],
+            "source_padding": self.source_padding[index],
+            "target_in": self.target_in[index],
+            "target_out": self.target_out[index],
+            "target_padding": self.target_padding[index],
+        }
+
+
+class SequenceTask(SourceTargetItems):
     """Copy, reverse or sort a random sequence of symbols.
 
     Each item is a dict of tensors (the default DataLoader collates them):
@@ -150,18 +169,6 @@ class SequenceTask(Dataset):
         if self.kind == "reverse":
             return sequence.flip(0)
         return sequence.sort().values
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {
-            "source": self.source[index],
-            "source_padding": self.source_padding[index],
-            "target_in": self.target_in[index],
-            "target_out": self.target_out[index],
-            "target_padding": self.target_padding[index],
-        }
 
 
 class AssociativeRecall(Dataset):
