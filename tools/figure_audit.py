@@ -35,6 +35,8 @@ from pathlib import Path
 KEY = "attention-book:smallest-text-px"
 COLUMN_PX = 660  # the page column at the 1280 px layout (measured in Chromium)
 MIN_PX = 8.0  # the smallest text we accept on the page, in CSS pixels
+PHONE_COLUMN_PX = 342  # the page column on a 390 px phone (measured in Chromium, issue 29)
+PHONE_MIN_PX = 7.0  # the smallest figure text we accept on that phone, in CSS pixels
 
 STARTUP = """\
 # Written by tools/figure_audit.py: stamps each figure's PNG with its smallest text size.
@@ -149,6 +151,7 @@ def report(notebook: Path) -> list[dict]:
                     "width": width,
                     "smallest_px": smallest,
                     "shown_px": None if smallest is None else round(shown_px(smallest, width), 2),
+                    "phone_px": None if smallest is None else round(shown_px(smallest, width, PHONE_COLUMN_PX), 2),
                 }
             )
     return rows
@@ -188,11 +191,19 @@ def main(argv: list[str] | None = None) -> int:
         if arguments.execute:
             execute(notebook)
         for row in report(notebook):
-            verdict = "?" if row["shown_px"] is None else ("ok" if row["shown_px"] >= MIN_PX else "TOO SMALL")
+            if row["shown_px"] is None:
+                verdict = "?"
+            elif row["shown_px"] < MIN_PX:
+                verdict = "TOO SMALL"
+            elif row["phone_px"] < PHONE_MIN_PX:
+                verdict = "TOO SMALL ON A PHONE"
+            else:
+                verdict = "ok"
             failing += verdict != "ok"
             print(
                 f"{notebook.name} cell {row['cell']:3d}: {row['width']:5d} px wide, smallest text "
-                f"{row['smallest_px']} px -> {row['shown_px']} px on the page  {verdict}"
+                f"{row['smallest_px']} px -> {row['shown_px']} px on the page, {row['phone_px']} px on a "
+                f"390 px phone  {verdict}"
             )
     return 1 if failing else 0
 

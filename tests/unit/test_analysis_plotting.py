@@ -93,3 +93,37 @@ def test_plot_attention_writes_an_exact_zero_as_0_and_a_tiny_weight_as_0_00():
 
     ax = plot_attention(torch.tensor([[1.0, 0.0], [0.999, 0.001]]), ["a", "b"], ["c", "d"])
     assert [text.get_text() for text in ax.texts] == ["1.00", "0", "1.00", "0.00"]
+
+
+def test_seed_band_draws_the_mean_and_the_whole_range_of_the_seeds():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from attention_book.analysis.plotting import seed_band
+
+    runs = np.array([[1.0, 2.0, 3.0], [2.0, 4.0, 1.0], [0.0, 3.0, 2.0]])
+    figure, ax = plt.subplots()
+    line = seed_band(ax, [10, 20, 30], runs, label="model")
+    assert np.allclose(line.get_ydata(), runs.mean(axis=0))
+    (band,) = ax.collections
+    corners = band.get_paths()[0].vertices
+    for x, low, high in zip([10, 20, 30], runs.min(axis=0), runs.max(axis=0), strict=True):
+        ys = corners[np.isclose(corners[:, 0], x), 1]
+        assert np.isclose(ys.min(), low) and np.isclose(ys.max(), high)
+    assert ax.get_legend_handles_labels()[1] == ["model"]
+    plt.close(figure)
+
+
+def test_seed_band_names_the_shape_it_needs():
+    import matplotlib.pyplot as plt
+    import numpy as np
+    import pytest
+
+    from attention_book.analysis.plotting import seed_band
+
+    figure, ax = plt.subplots()
+    with pytest.raises(ValueError, match=r"runs of shape \(seeds, 2\) for 2 x values, but got \(2, 3\)"):
+        seed_band(ax, [1, 2], np.ones((2, 3)), label="x")
+    with pytest.raises(ValueError, match="interval must be one of"):
+        seed_band(ax, [1, 2], np.ones((2, 2)), label="x", interval="sd")
+    plt.close(figure)

@@ -15,9 +15,61 @@ import torch
 
 from .formatting import format_weight, to_numpy
 
-__all__ = ["ATTENTION_CMAP", "heatmap", "plot_attention", "plot_attention_grid"]
+__all__ = ["ATTENTION_CMAP", "PAGE_INCHES", "heatmap", "plot_attention", "plot_attention_grid", "seed_band"]
 
 ATTENTION_CMAP = "viridis"
+# The widest a figure is drawn, in inches (at 100 dpi, pixels / 100). With no text under 9 pt, a
+# figure this wide keeps its smallest text at 7 px or more on a 390 px phone, where the page
+# column is 342 px (tools/figure_audit.py measures every figure the chapters draw).
+PAGE_INCHES = 6.0
+
+
+def seed_band(ax, x, runs, *, label: str, interval: str = "range", colour=None, marker=None, linestyle="-", **line):
+    """One model's line over ``x``, with a band over its seeds, drawn by seaborn.
+
+    ``runs`` is (seeds, len(x)). The line is the mean over the seeds; the band is their whole
+    range, smallest to largest (``interval="range"``, seaborn's ``errorbar=("pi", 100)``), or a
+    95 % bootstrap interval of the mean (``interval="ci95"``, ``errorbar=("ci", 95)``, seeded,
+    so the figure is the same on every machine). Returns the line drawn.
+    """
+    import numpy as np
+    import pandas as pd
+    import seaborn as sns
+
+    values = np.asarray(to_numpy(runs) if isinstance(runs, torch.Tensor) else runs, dtype=float)
+    if values.ndim == 1:
+        values = values[None, :]
+    points = np.asarray(x, dtype=float)
+    if values.ndim != 2 or values.shape[1] != len(points):
+        raise ValueError(
+            f"seed_band needs runs of shape (seeds, {len(points)}) for {len(points)} x values, but got {values.shape}"
+        )
+    errorbars = {"range": ("pi", 100), "ci95": ("ci", 95)}
+    if interval not in errorbars:
+        raise ValueError(f"interval must be one of {sorted(errorbars)}, but got {interval!r}")
+    seeds, count = values.shape
+    frame = pd.DataFrame(
+        {"x": np.tile(points, seeds), "value": values.ravel(), "seed": np.repeat(np.arange(seeds), count)}
+    )
+    before = len(ax.lines)
+    sns.lineplot(
+        data=frame,
+        x="x",
+        y="value",
+        ax=ax,
+        estimator="mean",
+        errorbar=errorbars[interval] if seeds > 1 else None,
+        seed=0,
+        label=label,
+        color=colour,
+        marker=marker,
+        linestyle=linestyle,
+        err_kws={"alpha": 0.2, "linewidth": 0},
+        **line,
+    )
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    return ax.lines[before]
 
 
 def heatmap(
