@@ -24,10 +24,23 @@ ATTENTION_CMAP = "viridis"
 PAGE_INCHES = 6.0
 
 
-def seed_band(ax, x, runs, *, label: str, interval: str = "range", colour=None, marker=None, linestyle="-", **line):
+def seed_band(
+    ax,
+    x,
+    runs,
+    *,
+    label: str,
+    interval: str = "range",
+    colour=None,
+    marker=None,
+    linestyle="-",
+    estimator: str = "mean",
+    **line,
+):
     """One model's line over ``x``, with a band over its seeds, drawn by seaborn.
 
-    ``runs`` is (seeds, len(x)). The line is the mean over the seeds; the band is their whole
+    ``runs`` is (seeds, len(x)). The line is the mean over the seeds (``estimator="median"``:
+    their median, taken before any log scale is set on ``ax``); the band is their whole
     range, smallest to largest (``interval="range"``, seaborn's ``errorbar=("pi", 100)``), or a
     95 % bootstrap interval of the mean (``interval="ci95"``, ``errorbar=("ci", 95)``, seeded,
     so the figure is the same on every machine). Returns the line drawn.
@@ -44,6 +57,8 @@ def seed_band(ax, x, runs, *, label: str, interval: str = "range", colour=None, 
         raise ValueError(
             f"seed_band needs runs of shape (seeds, {len(points)}) for {len(points)} x values, but got {values.shape}"
         )
+    if estimator not in ("mean", "median"):
+        raise ValueError(f"estimator must be 'mean' or 'median', but got {estimator!r}")
     errorbars = {"range": ("pi", 100), "ci95": ("ci", 95)}
     if interval not in errorbars:
         raise ValueError(f"interval must be one of {sorted(errorbars)}, but got {interval!r}")
@@ -57,7 +72,7 @@ def seed_band(ax, x, runs, *, label: str, interval: str = "range", colour=None, 
         x="x",
         y="value",
         ax=ax,
-        estimator="mean",
+        estimator=estimator,
         errorbar=errorbars[interval] if seeds > 1 else None,
         seed=0,
         label=label,
