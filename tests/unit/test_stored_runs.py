@@ -71,9 +71,15 @@ def test_store_then_load_gives_the_same_weights_and_trains_only_the_live_seed(st
         assert not model.training
     assert len(calls) == 1  # seed 0 only
     report = runs.report()
-    assert "loaded from toy_seeds.safetensors" in report and "linear, seeds 1, 2" in report
-    assert "linear/seed0 trained here and compared by outcome: steps 7 here, 7 stored (seeds span 7 to 7)" in report
-    assert "(trained by make seeds on " in report and "torch " in report
+    assert "loaded, not trained here: linear, seeds 1 and 2 (trained earlier by this same code; loading took " in report
+    assert (
+        "linear, seed 0, trained here, against the same seed trained earlier: "
+        "steps 7 here, 7 earlier (the 3 seeds trained earlier span 7 to 7)" in report
+    )
+    # the reader reads what matters to them; where and when the runs were trained stays with the file
+    for machinery in ("make seeds", "safetensors", "torch ", "stored", "ATTENTION_BOOK_SEEDS"):
+        assert machinery not in report
+    assert runs.stored_by.startswith("make seeds on ") and "torch " in runs.stored_by
     model, _ = runs.run("linear", 0, build(0), train(calls), live=False)
     assert len(calls) == 1, "live=False loads seed 0 too"
 
@@ -94,8 +100,8 @@ def test_another_machine_s_weights_with_the_same_outcome_pass(stored_folder, mon
     runs = ab.StoredRuns("toy")
     model, _ = runs.run("linear", 0, build(0), train([], steps=470, shift=1.3, accuracy=0.993))
     report = runs.report()  # weights 0.3 apart from the stored run: fine, the outcome is within the seeds' spread
-    assert "steps 470 here, 500 stored (seeds span 360 to 500)" in report
-    assert "validation 99.3% here, 99.5% stored (seeds span 99.4% to 99.9%)" in report
+    assert "steps 470 here, 500 earlier (the 3 seeds trained earlier span 360 to 500)" in report
+    assert "validation 99.3% here, 99.5% earlier (the 3 seeds trained earlier span 99.4% to 99.9%)" in report
     assert "within the spread of the seeds" in report
 
 
@@ -206,10 +212,28 @@ def test_seeds_that_all_landed_on_one_value_still_allow_the_next_by_its_resoluti
         runs.report()
     runs = ab.StoredRuns("toy", resolution={"steps": 50})
     runs.run("linear", 0, build(0), train([], steps=200, accuracy=0.991))
-    assert "steps 200 here, 250 stored (seeds span 250 to 250)" in runs.report()
+    assert "steps 200 here, 250 earlier (the 3 seeds trained earlier span 250 to 250)" in runs.report()
     runs = ab.StoredRuns("toy", resolution={"steps": 50})
     runs.run("linear", 0, build(0), train([], steps=150, accuracy=0.991))
     with pytest.raises(RuntimeError, match="outside 200 to 300 .*widened by the resolution 50"):
         runs.report()
     with pytest.raises(ValueError, match="resolution must map"):
         ab.StoredRuns("toy", resolution={"steps": -1})
+
+
+def test_the_report_groups_models_that_share_their_loaded_seeds(stored_folder, monkeypatch):
+    monkeypatch.setenv(ab.training.SEEDS_VARIABLE, "store")
+    runs = ab.StoredRuns("toy")
+    for name in ("a", "b", "c"):
+        for seed in range(4):
+            runs.run(name, seed, build(seed), train([]))
+    runs.save()
+    monkeypatch.delenv(ab.training.SEEDS_VARIABLE)
+    runs = ab.StoredRuns("toy")
+    for name, seeds in (("a", (1, 2, 3)), ("b", (1, 2, 3)), ("c", (1, 3))):
+        for seed in seeds:
+            runs.run(name, seed, build(seed), train([]))
+    assert runs.report().startswith("loaded, not trained here: a and b, seeds 1 to 3; c, seeds 1 and 3 (")
+    runs.run("c", 2, build(2), train([]))
+    assert runs.report().startswith("loaded, not trained here: c, seed 2 (")
+    assert runs.report() == "every run above trained here"

@@ -22,6 +22,12 @@ validation accuracy) must lie within the spread of the same number over all stor
 that model: a run on another machine behaves like one more seed, a changed recipe moves the
 outcome further. :meth:`StoredRuns.report` says what it compared and raises if a number left
 that band (the chapter's model, data or recipe changed after the runs were stored).
+
+What the report prints is written for the reader of the chapter: which seeds were loaded
+rather than trained, that this same code trained them earlier, and how long loading took.
+Where and when they were trained (the machine, torch's version, the day and the command) is
+kept with the file, in its metadata, and shown by :attr:`StoredRuns.stored_by`; the README
+(``make seeds``) and the setup page ("Training every seed yourself") say how the file is made.
 """
 
 from __future__ import annotations
@@ -60,6 +66,20 @@ def machine_description() -> str:
     )
 
 
+def _and(names: list[str]) -> str:
+    """``["a", "b", "c"]`` as ``"a, b and c"``."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _seeds(seeds: tuple[int, ...]) -> str:
+    """Seeds as the report writes them: ``seed 3``, ``seeds 1 to 4`` (three or more in a row), ``seeds 1 and 3``."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if len(seeds) > 2 and list(seeds) == list(range(seeds[0], seeds[0] + len(seeds))):
+        return f"seeds {seeds[0]} to {seeds[-1]}"
+    return "seeds " + _and([str(seed) for seed in seeds])
+
+
 class StoredRuns:
     """The trained models of one chapter's seeds, each trained here or loaded from the package.
 
@@ -95,12 +115,13 @@ class StoredRuns:
         self.file = f"{chapter}_seeds.safetensors"
         self._stored: dict[str, torch.Tensor] = {}
         self._stored_info: dict[str, dict] = {}
-        self.stored_by = ""
+        self.stored_by = ""  # where and when the stored runs were trained (the file's metadata)
+        self._load_seconds = 0.0  # time spent loading runs since the last report
         if mode == "load":
             if is_stored(self.file):
                 self._load()
             else:  # nothing stored (yet): every seed is trained here
-                print(f"no stored runs for {chapter} in this package: every seed is trained here")
+                print(f"no earlier runs of {chapter} come with this package: every seed is trained here")
         self._new_tensors: dict[str, torch.Tensor] = {}
         self._new_info: dict[str, dict] = {}
         self.checks: list[str] = []
@@ -110,12 +131,14 @@ class StoredRuns:
     def _load(self) -> None:
         from safetensors import safe_open
 
+        start = time.perf_counter()
         path = stored_file(self.file)
         with safe_open(str(path), framework="pt") as handle:
             metadata = handle.metadata() or {}
             self._stored = {key: handle.get_tensor(key) for key in handle.keys()}
         self._stored_info = json.loads(metadata.get("runs", "{}"))
         self.stored_by = metadata.get("stored_by", "")
+        self._load_seconds += time.perf_counter() - start
 
     def trains_here(self, seed: int, live: bool | None = None) -> bool:
         """Whether ``seed`` is trained in this run: a live seed (``live=None``: one of ``live_seeds``),
@@ -142,13 +165,14 @@ class StoredRuns:
             raise ValueError(f"build() must return a torch.nn.Module, but returned a {type(model).__name__}")
         if self.trains_here(seed, live):
             info = dict(train(model) or {})
-            self.record(name, seed, model, info)
+            self.record(name, seed, model, info=info)
         else:
             if entry not in self._stored_info:
                 raise KeyError(
                     f"the stored runs of {self.chapter} have no {entry!r}; they have {sorted(self._stored_info)}. "
                     f"Run `make seeds` to store them again."
                 )
+            start = time.perf_counter()
             state = self._stored_state(entry)
             try:
                 model.load_state_dict(state)
@@ -160,6 +184,7 @@ class StoredRuns:
                 ) from None
             info = dict(self._stored_info[entry])
             self._loaded.setdefault(name, []).append(int(seed))
+            self._load_seconds += time.perf_counter() - start
         model.eval()
         return model, info
 
@@ -213,8 +238,8 @@ class StoredRuns:
                 return _format(number, percent)
 
             compared.append(
-                f"{key} {shown(value)} here, {shown(self._stored_info[entry][key])} stored "
-                f"(seeds span {shown(low)} to {shown(high)})"
+                f"{key} {shown(value)} here, {shown(self._stored_info[entry][key])} earlier "
+                f"(the {len(values)} seeds trained earlier span {shown(low)} to {shown(high)})"
             )
             if not low_band <= value <= high_band:
                 self.mismatches.append(
@@ -222,27 +247,29 @@ class StoredRuns:
                     f"(the {len(values)} stored seeds span {shown(low)} to {shown(high)}, widened by "
                     + ("that spread)" if widening == high - low else f"the resolution {shown(widening)})")
                 )
+        seed = entry.rsplit("/seed", 1)[1]
         if compared:
             self.checks.append(
-                f"{entry} trained here and compared by outcome: "
+                f"{name}, seed {seed}, trained here, against the same seed trained earlier: "
                 + "; ".join(compared)
                 + ": within the spread of the seeds"
             )
         else:
-            self.checks.append(f"{entry} trained here (no outcome stored to compare)")
+            self.checks.append(f"{name}, seed {seed}, trained here (nothing kept from earlier to compare)")
 
     def report(self) -> str:
         """What was loaded since the last report, and for each run trained here that is also stored,
         how far the two are apart."""
         if self._loaded:
-            runs = "; ".join(
-                f"{name}, seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
-                for name, seeds in self._loaded.items()
-            )
-            lines = [f"loaded from {self.file}: {runs}", f"(trained by {self.stored_by})"]
+            groups: dict[tuple[int, ...], list[str]] = {}  # models that share their loaded seeds
+            for name, seeds in self._loaded.items():
+                groups.setdefault(tuple(seeds), []).append(name)
+            runs = "; ".join(f"{_and(names)}, {_seeds(seeds)}" for seeds, names in groups.items())
+            took = "under 0.1 s" if self._load_seconds < 0.1 else f"{self._load_seconds:.1f} s"
+            lines = [f"loaded, not trained here: {runs} (trained earlier by this same code; loading took {took})"]
         else:
             lines = ["every run above trained here"]
-        lines, self.checks, self._loaded = lines + self.checks, [], {}
+        lines, self.checks, self._loaded, self._load_seconds = lines + self.checks, [], {}, 0.0
         if self.mismatches:
             raise RuntimeError(
                 f"runs trained here reached other outcomes than the ones stored in {self.file}: "
