@@ -136,12 +136,77 @@ def test_chapter_3_threshold_sweep_score_and_loss_figures():
     figure = chapter03.plot_weight_against_score(
         grid, {"hardmax": (grid > 0).float()}, {"hardmax": torch.zeros(9)}, "bank", jumps={"hardmax": 0.0}
     )
-    assert "bank" in figure.axes[0].get_xlabel()
+    # one panel above the other over the shared score axis, named once, under the lower panel
+    assert "bank" in figure.axes[-1].get_xlabel() and "bank" in figure.axes[0].get_ylabel()
     figure = chapter03.plot_losses(
         {"start 1": {"softmax": [1.0, 0.5], "hardmax": [1.0, 1.0]}, "start 2": {"softmax": [2.0, 1.0]}}
     )
     assert [ax.get_title() for ax in figure.axes] == ["start 1", "start 2"]
     assert len(figure.axes[0].lines) == 2
+
+
+def test_chapter_3_weight_maps_share_one_colour_bar_and_write_every_weight():
+    maps = {
+        name: torch.softmax(torch.randn(3, 3, generator=torch.Generator().manual_seed(k)), -1)
+        for k, name in enumerate(["softmax", "sparsemax", "top-2"])
+    }
+    figure = chapter03.plot_weight_maps(maps, ["a", "b", "c"])
+    heatmaps = [ax for ax in figure.axes if ax.images and ax.get_visible() and ax.get_title()]
+    assert [ax.get_title() for ax in heatmaps] == ["softmax", "sparsemax", "top-2"]
+    assert all(len(ax.texts) == 9 for ax in heatmaps)
+    assert sum(1 for ax in figure.axes if ax.get_ylabel() == "attention weight") == 1  # one colour bar
+    with pytest.raises(ValueError, match="empty"):
+        chapter03.plot_weight_maps({}, ["a"])
+
+
+def test_chapter_3_and_5_figures_fit_a_phone():
+    """At most PAGE_INCHES wide, no text under 9 pt: at least 7 px on a 390 px phone (issue 29)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from attention_book.analysis.plotting import PAGE_INCHES
+
+    def smallest_font(figure):
+        sizes = []
+        original = Text.draw
+
+        def recording(text, renderer):
+            if text.get_visible() and text.get_text().strip():
+                sizes.append(text.get_fontsize())
+            return original(text, renderer)
+
+        Text.draw = recording
+        try:
+            figure.draw_without_rendering()
+        finally:
+            Text.draw = original
+        return min(sizes)
+
+    table = ab.sinusoidal_encoding(16, 8)
+    history = ab.History(step_loss=[0.7] * 30, epoch=[1, 2, 3], valid_metric=[0.5, 0.6, 0.9], steps=30)
+    grid = torch.linspace(-2, 2, 9)
+    figures = [
+        chapter03.plot_weight_bars({"a": torch.tensor([0.5, 0.5]), "b": torch.tensor([1.0, 0.0])}, ["x", "y"]),
+        chapter03.plot_threshold(torch.tensor([0.2, 1.9, 1.5]), 1.2, ["x", "y", "z"]).figure,
+        chapter03.plot_beta_sweep(
+            torch.logspace(-1, 1, 5), {"softmax": torch.rand(5)}, {"softmax": torch.full((5,), 3.0)}, 3, marks=[1.0]
+        ),
+        chapter03.plot_weight_against_score(
+            grid, {"hardmax": (grid > 0).float()}, {"hardmax": torch.zeros(9)}, "k", jumps={"hardmax": 0.0}
+        ),
+        chapter03.plot_losses({"s1": {"softmax": [1.0, 0.5]}, "s2": {"softmax": [2.0, 1.0]}}),
+        chapter03.plot_simplex_paths({"softmax": torch.full((2, 3), 1 / 3)}, ["a", "b", "c"]).figure,
+        chapter03.plot_weight_maps({"softmax": torch.full((3, 3), 1 / 3)}, ["a", "b", "c"]),
+        chapter05.plot_encoding_table(table).figure,
+        chapter05.plot_encoding_columns(table, [0, 2]).figure,
+        chapter05.plot_order_training({"sinusoidal": [history, history]}, steps_per_epoch=10),
+        chapter05.plot_accuracy_by_length(
+            {"a": {4: [1.0, 0.9], 9: [0.7, 0.6]}}, (4, 8), predictions={"a: guess": {4: 1.0, 9: 0.5}}
+        ).figure,
+    ]
+    for figure in figures:
+        assert figure.get_figwidth() <= PAGE_INCHES and smallest_font(figure) >= 9
+        plt.close(figure)
 
 
 def test_chapter_3_simplex_paths_put_each_weight_vector_in_the_triangle():
@@ -253,7 +318,8 @@ def test_chapter_5_figures_have_labelled_axes_and_titles():
         assert _labelled(ax)
     history = ab.History(step_loss=[0.7] * 30, epoch=[1, 2, 3], valid_metric=[0.5, 0.5, 0.5], steps=30)
     figure = chapter05.plot_order_training({"no positions": history, "sinusoidal": history}, steps_per_epoch=10)
-    assert all(_labelled(ax) for ax in figure.axes)
+    # one panel above the other over the shared step axis, named once, under the lower panel
+    assert all(ax.get_title() and ax.get_ylabel() for ax in figure.axes) and _labelled(figure.axes[-1])
 
 
 def test_chapter_5_seed_figures_draw_the_mean_and_a_band_for_the_range():
@@ -351,30 +417,53 @@ def test_plot_decoding_attention_labels_steps_with_fed_and_written_tokens():
 def test_chapter_7_figures_have_titles_and_labelled_axes(minilm):
     from attention_book.analysis.heads import HEAD_PATTERNS, strongest_heads
 
-    ax = chapter07.plot_learning_curves(
-        {"frozen": {100: (0.7, 0.68, 0.72), 300: (0.75, 0.7, 0.8)}, "scratch": {100: (0.55, 0.5, 0.6)}}, baseline=0.58
-    )
+    study = {"arms": {"frozen": {"100": {"test": [0.7, 0.68, 0.72]}, "300": {"test": [0.75, 0.7, 0.8]}}}}
+    study["arms"]["scratch"] = {"100": {"test": [0.55, 0.5, 0.6]}}
+    ax = chapter07.plot_learning_curves(study, "test", baseline=0.58)
     assert ax.get_xlabel() == "labelled training examples (log scale)" and ax.get_title()
     assert ax.get_ylabel() == "test accuracy\n(axis from 50%)" and ax.get_ylim() == (0.5, 1.0)  # a cut axis says so
     assert {"frozen", "scratch", "always 'fresh' (58%)"} == {t.get_text() for t in ax.get_legend().get_texts()}
-    ax = chapter07.plot_similarity_gaps(
-        {"same verdict": (0.02, 0.01, 0.03), "a shared neutral word": (0.05, 0.04, 0.06)}
-    )
+    ax = chapter07.plot_similarity_gaps({"same verdict": [0.02, 0.01, 0.03], "a shared neutral word": [0.05, 0.04]})
     assert [t.get_text() for t in ax.get_yticklabels()] == ["same verdict", "a shared neutral word"] and ax.get_xlabel()
     figure = chapter07.plot_patch_attention(torch.rand(16, 16), torch.rand(4, 4), 4, title="a plus")
-    assert all(ax.get_title() for ax in figure.axes[:2]) and figure.get_size_inches()[0] <= chapter07.COLUMN_INCHES
+    assert all(ax.get_title() for ax in figure.axes[:2]) and figure.get_size_inches()[0] <= chapter07.PAGE_INCHES
     scores = {pattern: torch.rand(6, 12) for pattern in HEAD_PATTERNS}
     figure = chapter07.plot_head_scores(scores)
     titled = [ax for ax in figure.axes if ax.get_title()]
-    assert len(titled) == len(HEAD_PATTERNS) and all(ax.get_xlabel() == "head" for ax in titled)
+    assert len(titled) == len(HEAD_PATTERNS) and {ax.get_xlabel() for ax in titled[-2:]} == {"head"}
+    assert {ax.get_ylabel() for ax in titled[::2]} == {"layer"}  # axis names on the outer panels
     heads = strongest_heads(scores)[:2]
-    assert figure.get_size_inches()[0] <= chapter07.COLUMN_INCHES  # shown unscaled in the 660 px page column
+    assert figure.get_size_inches()[0] <= chapter07.PAGE_INCHES  # 9 pt text stays >= 7 px on a phone
     figure = chapter07.plot_heads(minilm, "A fine film.", heads)
     assert all(ax.get_xlabel() == "keys (attended to)" for ax in figure.axes[:2])
-    assert figure.get_size_inches()[0] <= chapter07.COLUMN_INCHES
+    assert figure.get_size_inches()[0] <= chapter07.PAGE_INCHES
     assert not minilm.training
     ax = chapter07.plot_contextual_similarity({"same sense": [1.0, 0.9], "different sense": [1.0, 0.8]}, "bank")
     assert "bank" in ax.get_title()
+
+
+def test_chapter_7_error_bars_are_the_intervals_the_chapter_prints():
+    """seaborn draws chapter 7's error bars with the chapter's 95 % t-interval (mean_interval),
+    not its own bootstrap, so the figures show the intervals the tables print."""
+    import numpy as np
+
+    from attention_book.training.study_results import mean_interval, summarize_study
+
+    study = {"arms": {"frozen": {"100": {"test": [0.7, 0.66, 0.72, 0.69, 0.74]}, "300": {"test": [0.75, 0.7, 0.8]}}}}
+    ax = chapter07.plot_learning_curves(study, "test")
+    summary = summarize_study(study, "test")["frozen"]
+    bars = sorted(y for segment in ax.containers[0].lines[2][0].get_segments() for y in segment[:, 1])
+    assert bars == pytest.approx(sorted([*summary[100][1:], *summary[300][1:]]))
+    means = ax.lines[0].get_ydata().tolist()
+    assert means == pytest.approx([summary[100][0], summary[300][0]])
+    with pytest.raises(ValueError, match="split must be"):
+        chapter07.plot_learning_curves(study, "train")
+    gaps = {"same verdict": [0.01, 0.02, 0.0, 0.015], "a shared neutral word": [0.04, 0.03, 0.05]}
+    ax = chapter07.plot_similarity_gaps(gaps)
+    whiskers = [line.get_xdata() for line in ax.lines if np.isnan(line.get_xdata()).any()]  # bar and caps, one line
+    drawn = sorted(x for xs in whiskers for x in (np.nanmin(xs), np.nanmax(xs)))
+    assert drawn == pytest.approx(sorted(x for values in gaps.values() for x in mean_interval(values)[1:]))
+    assert [bar.get_width() for bar in ax.patches] == pytest.approx([sum(v) / len(v) for v in gaps.values()])
 
 
 def test_chapter_1_saturation_alt_text_describes_the_figure_drawn():

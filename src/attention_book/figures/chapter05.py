@@ -2,7 +2,11 @@
 accuracy by length and rotary scores by offset.
 
 Presentation only: the word-order task is in :mod:`attention_book.data.tasks`, the
-order-blind ceiling in :mod:`attention_book.analysis.baselines`.
+order-blind ceiling in :mod:`attention_book.analysis.baselines`. Every figure is at most
+:data:`~attention_book.analysis.plotting.PAGE_INCHES` wide with no text under 9 pt, so it stays
+legible on a 390 px phone. The curves over seeds (training, accuracy by length) are drawn by
+seaborn through :func:`~attention_book.analysis.plotting.seed_band`; the heatmaps are the
+book's one heatmap and the table's columns plain matplotlib lines (exact values, no seeds).
 """
 
 from __future__ import annotations
@@ -14,8 +18,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..analysis.formatting import to_numpy
-from ..analysis.plotting import heatmap
+from ..analysis.plotting import PAGE_INCHES, heatmap, seed_band
 from ..training.loop import History
+
+# The width of the figures drawn here. The notebook's inline backend crops a figure to its drawing
+# and adds 0.1 in on each side, so a PAGE_INCHES-wide figure becomes a PNG of 611 px, where 9 pt
+# text would fall a hair under 7 px on a 390 px phone; 0.2 in less keeps it at 7.2 px.
+_WIDTH = PAGE_INCHES - 0.2
 
 __all__ = [
     "plot_encoding_table",
@@ -38,7 +47,7 @@ def plot_encoding_table(table, ax=None, title: str = "Sinusoidal positional enco
         "value",
         vmin=-1.0,
         vmax=1.0,
-        figsize=(7.0, 3.6),
+        figsize=(_WIDTH, 3.6),
     )
 
 
@@ -46,7 +55,7 @@ def plot_encoding_columns(table, columns: Sequence[int], ax=None, title: str = "
     """Selected columns of a (positions, d_model) table as curves against the position."""
     matrix = to_numpy(table)
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.0, 3.0), layout="constrained")
+        _, ax = plt.subplots(figsize=(_WIDTH, 3.6), layout="constrained")
     positions = np.arange(matrix.shape[0])
     styles = ["-", "--", "-.", ":"]
     for n, column in enumerate(columns):
@@ -63,7 +72,8 @@ def plot_encoding_columns(table, columns: Sequence[int], ax=None, title: str = "
     ax.set_ylabel("value")
     ax.set_ylim(-1.15, 1.15)
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    # Under the axes, two to a row: beside them it took a third of a phone's width.
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
     ax.grid(alpha=0.3)
     return ax
 
@@ -78,24 +88,18 @@ def _as_runs(value) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def _band(ax, x, runs: np.ndarray, style: str, label: str, marker: str | None = None, colour=None):
-    """Mean of ``runs`` (seeds, points) as a line, their range (smallest to largest) as a shaded band."""
-    mean = runs.mean(axis=0)
-    (line,) = ax.plot(x, mean, style, marker=marker, markersize=3.5, label=label, color=colour)
-    if len(runs) > 1:
-        ax.fill_between(x, runs.min(axis=0), runs.max(axis=0), color=line.get_color(), alpha=0.2, linewidth=0)
-    return line
-
-
 def plot_order_training(
     histories: Mapping[str, History | Sequence[History]], steps_per_epoch: int, title: str = "Which word comes first"
 ):
-    """Two panels: training loss per step and validation accuracy per epoch, one line per model.
+    """Two panels, one above the other: training loss per step and validation accuracy per epoch,
+    one line per model.
 
     A model may come with one :class:`History` or one per seed; then the line is the mean over
-    the seeds and a shaded band spans their range (smallest to largest value at each step).
+    the seeds and a shaded band spans their range (smallest to largest value at each step),
+    drawn by seaborn (:func:`~attention_book.analysis.plotting.seed_band`).
     """
-    figure, (left, right) = plt.subplots(1, 2, figsize=(8.8, 3.4), layout="constrained")
+    # One column over the shared step axis (side by side, the panels were too small on a phone).
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(_WIDTH, 6.2), sharex=True, layout="constrained")
     styles = ["-", "--", "-.", ":"]
     seeds = 1
     for n, (name, value) in enumerate(histories.items()):
@@ -109,27 +113,35 @@ def plot_order_training(
                 for history in runs
             ]
         )  # (seeds, steps - window + 1)
-        _band(left, np.arange(window, steps + 1), smooth, styles[n % 4], name)
+        seed_band(top, np.arange(window, steps + 1), smooth, label=name, linestyle=styles[n % 4])
         evaluations = min(len(history.valid_metric) for history in runs)
         accuracy = np.stack(
             [np.asarray(history.valid_metric[:evaluations]) for history in runs]
         )  # (seeds, evaluations)
         epochs = np.asarray(runs[0].epoch[:evaluations])
-        _band(right, epochs * steps_per_epoch, accuracy, styles[n % 4], name, marker="o")
-    left.axhline(math.log(2), color="gray", linestyle=":", label="ln 2 (a coin flip)")
-    left.set_xlabel("training step")
-    left.set_ylabel("training loss (mean of 10 steps)")
-    left.set_title("training loss", fontsize=10)
-    left.legend(fontsize=9)
-    left.grid(alpha=0.3)
-    right.axhline(0.5, color="gray", linestyle=":", label="chance (50%)")
-    right.set_ylim(0.0, 1.02)
-    right.set_xlabel("training step")
-    right.set_ylabel("validation accuracy")
-    right.set_title("validation accuracy", fontsize=10)
-    right.legend(fontsize=9, loc="lower right")
-    right.grid(alpha=0.3)
-    suffix = f" (line: mean of {seeds} seeds; band: their range)" if seeds > 1 else ""
+        seed_band(
+            bottom,
+            epochs * steps_per_epoch,
+            accuracy,
+            label=name,
+            linestyle=styles[n % 4],
+            marker="o",
+            markersize=4,
+            markeredgewidth=0,
+        )
+    top.axhline(math.log(2), color="gray", linestyle=":", label="ln 2 (a coin flip)")
+    top.set_ylabel("loss (mean of 10 steps)")
+    top.set_title("training loss", fontsize=10)
+    top.legend(fontsize=9)
+    top.grid(alpha=0.3)
+    bottom.axhline(0.5, color="gray", linestyle=":", label="chance (50%)")
+    bottom.set_ylim(0.0, 1.02)
+    bottom.set_xlabel("training step")
+    bottom.set_ylabel("accuracy")
+    bottom.set_title("validation accuracy", fontsize=10)
+    bottom.legend(fontsize=9, loc="lower right")
+    bottom.grid(alpha=0.3)
+    suffix = f"\n(line: mean of {seeds} seeds; band: their range)" if seeds > 1 else ""
     figure.suptitle(title + suffix, fontsize=11)
     return figure
 
@@ -145,11 +157,12 @@ def plot_accuracy_by_length(
     """One line per model: accuracy against the sequence length; the trained lengths are shaded.
 
     An accuracy may be one number or one per seed: then the line is the mean and a band
-    spans the range. ``predictions`` (same form) are drawn as thin dashed lines without
-    markers, in the colour of the model of the same name if there is one.
+    spans the range (seaborn, through :func:`~attention_book.analysis.plotting.seed_band`).
+    ``predictions`` (same form) are drawn as thin dashed lines without markers, in the colour
+    of the model of the same name if there is one.
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.2, 3.6), layout="constrained")
+        _, ax = plt.subplots(figsize=(_WIDTH, 4.6), layout="constrained")
     ax.axvspan(trained_lengths[0] - 0.5, trained_lengths[1] + 0.5, color="#dddddd", label="lengths seen in training")
     markers = ["o", "s", "^", "D"]
     colours = {}
@@ -158,7 +171,8 @@ def plot_accuracy_by_length(
         lengths = sorted(by_length)
         runs = np.array([_as_runs(by_length[length]) for length in lengths], dtype=float).T  # (seeds, lengths)
         seeds = max(seeds, len(runs))
-        colours[name] = _band(ax, lengths, runs, "-", name, marker=markers[n % 4]).get_color()
+        line = seed_band(ax, lengths, runs, label=name, marker=markers[n % 4], markersize=4, markeredgewidth=0)
+        colours[name] = line.get_color()
     for name, by_length in (predictions or {}).items():
         lengths = sorted(by_length)
         runs = np.array([_as_runs(by_length[length]) for length in lengths], dtype=float).T
@@ -169,7 +183,8 @@ def plot_accuracy_by_length(
     ax.set_xlabel("sequence length (tokens)")
     ax.set_ylabel(ylabel)
     ax.set_title(title + (f"\n(line: mean of {seeds} seeds; band: their range)" if seeds > 1 else ""), fontsize=10)
-    ax.legend(fontsize=8.5, loc="lower left")
+    # Under the axes, two to a row: inside them, the legend covered the line at 50%.
+    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.17), ncol=2)
     ax.grid(alpha=0.3)
     return ax
 
