@@ -3,22 +3,27 @@ the transfer study's learning curves with intervals, similarity gaps, and attent
 
 Presentation only: the recipes are in :mod:`attention_book.training.transfer`, the
 measurements in :mod:`attention_book.analysis.heads` and :mod:`attention_book.analysis.vectors`.
-Every figure is at most 6.6 inches (660 px) wide, the page column, so that the website shows
-it unscaled and its smallest text (7 pt) stays above 8 px.
+Every figure is at most :data:`~attention_book.analysis.plotting.PAGE_INCHES` (6 inches) wide
+with no text under 9 pt, so that its smallest text stays at 7 px or more on a 390 px phone
+(and above 8 px on the desktop page). The two figures with intervals (the learning curves and
+the similarity gaps) are drawn by seaborn from the raw values, with the chapter's own 95 %
+t-interval (:func:`~attention_book.training.study_results.mean_interval`) as the error bar,
+so the figure shows the very intervals the tables print.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import torch
 
 from ..analysis.formatting import to_numpy
-from ..analysis.plotting import ATTENTION_CMAP, heatmap
+from ..analysis.plotting import ATTENTION_CMAP, PAGE_INCHES, heatmap
 from ..modes import evaluating
 from ..pretrained import PretrainedEncoder
+from ..training.study_results import mean_interval
 
 __all__ = [
     "plot_head_scores",
@@ -29,7 +34,17 @@ __all__ = [
     "plot_patch_attention",
 ]
 
-COLUMN_INCHES = 6.6  # the website's text column (660 px at 100 dpi)
+SMALLEST_POINTS = 9  # the smallest text any figure of this chapter draws (tick labels, legends)
+# The widest figure drawn here. The saved PNG adds 0.1 inch of padding on each side, so a
+# PAGE_INCHES-wide figure becomes about 611 px and its 9 pt text 6.99 px on the phone's 342 px
+# column; 5.8 inches (about 591 px) keeps it at 7.2 px.
+WIDTH = PAGE_INCHES - 0.2
+
+
+def _t_interval(values) -> tuple[float, float]:
+    """seaborn's error bar: the 95 % t-interval of the mean that the chapter's tables print."""
+    _, low, high = mean_interval(list(values))
+    return low, high
 
 
 def plot_head_scores(scores: dict[str, torch.Tensor], patterns: Sequence[str] | None = None):
@@ -37,49 +52,51 @@ def plot_head_scores(scores: dict[str, torch.Tensor], patterns: Sequence[str] | 
     patterns = list(patterns or scores)
     columns = min(2, len(patterns))
     rows = math.ceil(len(patterns) / columns)
-    figure, axes = plt.subplots(
-        rows, columns, figsize=(COLUMN_INCHES, 2.15 * rows), layout="constrained", squeeze=False
-    )
+    figure, axes = plt.subplots(rows, columns, figsize=(WIDTH, 0.2 + 1.95 * rows), layout="constrained", squeeze=False)
     for ax in axes.flat[len(patterns) :]:
         ax.set_axis_off()
     for ax, pattern in zip(axes.flat, patterns):
         table = to_numpy(scores[pattern])
-        heatmap(table, ax, vmin=0, vmax=1, xlabel="head", ylabel="layer")
+        # axis names on the outer panels only: the grid shares them
+        outer_row, outer_column = ax.get_subplotspec().is_last_row(), ax.get_subplotspec().is_first_col()
+        heatmap(
+            table, ax, vmin=0, vmax=1, xlabel="head" if outer_row else None, ylabel="layer" if outer_column else None
+        )
         ax.set_title(f"weight on {pattern}", fontsize=10)
         ax.set_xticks(range(table.shape[1]))
         ax.set_yticks(range(table.shape[0]))
-        ax.tick_params(labelsize=7)
-        ax.xaxis.label.set_fontsize(8)
-        ax.yaxis.label.set_fontsize(8)
-    bar = figure.colorbar(axes.flat[0].images[0], ax=list(axes.flat), fraction=0.03, pad=0.02)
-    bar.set_label("average attention weight", fontsize=8)
-    bar.ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=SMALLEST_POINTS, length=2, pad=1)
+        ax.xaxis.label.set_fontsize(SMALLEST_POINTS)
+        ax.yaxis.label.set_fontsize(SMALLEST_POINTS)
+    bar = figure.colorbar(axes.flat[0].images[0], ax=list(axes.flat), fraction=0.04, pad=0.02)
+    bar.set_label("average attention weight", fontsize=SMALLEST_POINTS)
+    bar.ax.tick_params(labelsize=SMALLEST_POINTS)
     return figure
 
 
 @torch.no_grad()
 def plot_heads(model: PretrainedEncoder, text: str, heads: Sequence[tuple[str, int, int, float]]):
-    """The weights of a few chosen heads on one sentence, two per row (rows = queries, columns = keys)."""
+    """The weights of a few chosen heads on one sentence, one under the other (rows = queries, columns = keys).
+
+    One map per row: side by side, a sentence of 16 word pieces would not keep its labels at
+    9 pt apart on a phone.
+    """
     tokens, labels = model.encode_sentence(text)
     with evaluating(model):
         model(tokens)
     weights = model.attention_weights()
-    columns = min(2, len(heads))
-    rows = math.ceil(len(heads) / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(COLUMN_INCHES, 3.5 * rows), layout="constrained", squeeze=False)
-    for ax in axes.flat[len(heads) :]:
-        ax.set_axis_off()
+    figure, axes = plt.subplots(len(heads), 1, figsize=(4.6, 4.1 * len(heads)), layout="constrained", squeeze=False)
     for ax, (pattern, layer, head, score) in zip(axes.flat, heads):
         matrix = to_numpy(weights[layer][0, head])
         image = ax.imshow(matrix, cmap=ATTENTION_CMAP, vmin=0, vmax=1)
-        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(labels)), labels, fontsize=7)
-        ax.set_title(f"layer {layer}, head {head}\n{pattern}: {score:.2f} on average", fontsize=9)
-        ax.set_xlabel("keys (attended to)", fontsize=8)
-        ax.set_ylabel("queries (attending)", fontsize=8)
-    bar = figure.colorbar(image, ax=list(axes.flat), fraction=0.03, pad=0.02)
-    bar.set_label("attention weight", fontsize=8)
-    bar.ax.tick_params(labelsize=7)
+        ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=SMALLEST_POINTS)
+        ax.set_yticks(range(len(labels)), labels, fontsize=SMALLEST_POINTS)
+        ax.set_title(f"layer {layer}, head {head}: {pattern}, {score:.2f} on average", fontsize=10)
+        ax.set_xlabel("keys (attended to)", fontsize=SMALLEST_POINTS)
+        ax.set_ylabel("queries (attending)", fontsize=SMALLEST_POINTS)
+    bar = figure.colorbar(image, ax=list(axes.flat), fraction=0.05, pad=0.03, shrink=0.6)
+    bar.set_label("attention weight", fontsize=SMALLEST_POINTS)
+    bar.ax.tick_params(labelsize=SMALLEST_POINTS)
     return figure
 
 
@@ -88,8 +105,9 @@ def plot_heads(model: PretrainedEncoder, text: str, heads: Sequence[tuple[str, i
 
 
 def plot_contextual_similarity(similarity: dict[str, list[float]], word: str, ax=None):
+    """Average cosine similarity of two vectors of ``word`` at each depth, one line per kind of pair."""
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.6, 3.2), layout="constrained")
+        _, ax = plt.subplots(figsize=(WIDTH, 3.4), layout="constrained")
     for (name, values), style in zip(similarity.items(), ("o-", "s--")):
         ax.plot(range(len(values)), values, style, label=f"{name} of {word!r}")
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":", label="static embedding (always 1)")
@@ -97,7 +115,7 @@ def plot_contextual_similarity(similarity: dict[str, list[float]], word: str, ax
     ax.set_ylabel("average cosine similarity")
     ax.set_title(f"How alike are two vectors of {word!r}?")
     ax.set_ylim(0, 1.05)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=SMALLEST_POINTS, loc="lower left")
     return ax
 
 
@@ -114,65 +132,107 @@ ARM_STYLES = {
 
 
 def plot_learning_curves(
-    summary: dict[str, dict[int, tuple[float, float, float]]],
+    results: Mapping,
+    split: str = "test",
     baseline: float | None = None,
     ax=None,
-    ylabel: str = "test accuracy",
     bottom: float = 0.5,
 ):
     """Accuracy against the number of labelled examples, one line per arm, with 95 % intervals (log x axis).
 
-    ``summary[arm][n] = (mean, low, high)``. The y axis starts at ``bottom`` (50 %: below
-    always answering the majority class), and the axis label says so.
+    ``results`` is the study as :func:`~attention_book.training.transfer_study.run_study`
+    returns it (``results["arms"][arm][str(n)][split]``: one accuracy per repeat). seaborn
+    draws the mean over the repeats and, as error bars, the same 95 % t-interval that
+    :func:`~attention_book.training.study_results.summarize_study` computes. The y axis
+    starts at ``bottom`` (50 %: below always answering the majority class), and the axis
+    label says so.
     """
+    import pandas as pd
+    import seaborn as sns
+
+    if split not in ("validation", "test"):
+        raise ValueError(f"split must be 'validation' or 'test', but {split!r} was given")
     if ax is None:
-        _, ax = plt.subplots(figsize=(COLUMN_INCHES, 4.0), layout="constrained")
-    arms = list(summary)
+        _, ax = plt.subplots(figsize=(WIDTH, 4.2), layout="constrained")
+    arms = list(results["arms"])
     offsets = {arm: 1.0 + 0.035 * (k - (len(arms) - 1) / 2) for k, arm in enumerate(arms)}  # keep the bars apart
+    all_sizes = sorted({int(n) for by_size in results["arms"].values() for n in by_size})
     for arm in arms:
-        sizes = sorted(summary[arm])
-        means = [summary[arm][n][0] for n in sizes]
-        below = [summary[arm][n][0] - summary[arm][n][1] for n in sizes]
-        above = [summary[arm][n][2] - summary[arm][n][0] for n in sizes]
+        rows = [
+            {"labels": int(n) * offsets[arm], "accuracy": accuracy}
+            for n, record in results["arms"][arm].items()
+            if split in record
+            for accuracy in record[split]
+        ]
         marker, colour = ARM_STYLES.get(arm, ("o", None))
-        ax.errorbar(
-            [n * offsets[arm] for n in sizes],
-            means,
-            yerr=[below, above],
+        sns.lineplot(
+            data=pd.DataFrame(rows),
+            x="labels",
+            y="accuracy",
+            ax=ax,
+            estimator="mean",
+            errorbar=_t_interval,
+            err_style="bars",
+            err_kws={"capsize": 3, "linewidth": 1.2},
             marker=marker,
+            markersize=6,
+            markeredgewidth=0,
             color=colour,
-            capsize=3,
             linewidth=1.5,
-            markersize=5,
             label=arm,
         )
     if baseline is not None:
         ax.axhline(baseline, color="grey", linestyle=":", label=f"always 'fresh' ({baseline:.0%})")
     ax.set_xscale("log")
-    all_sizes = sorted({n for curve in summary.values() for n in curve})
     ax.set_xticks(all_sizes, [f"{n:,}" for n in all_sizes])
     ax.minorticks_off()
     ax.set_ylim(bottom, 1.0)
     ax.set_xlabel("labelled training examples (log scale)")
-    ax.set_ylabel(f"{ylabel}\n(axis from {bottom:.0%})" if bottom > 0 else ylabel)
+    name = f"{split} accuracy"
+    ax.set_ylabel(f"{name}\n(axis from {bottom:.0%})" if bottom > 0 else name)
     ax.set_title("Four ways to build a classifier: mean and 95 % interval")
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", ncol=2)
+    ax.legend(fontsize=SMALLEST_POINTS, loc="upper left", ncol=2)
     return ax
 
 
-def plot_similarity_gaps(gaps: dict[str, tuple[float, float, float]], ax=None):
-    """Horizontal bars: how much more alike two reviews' vectors are when they share something, with 95 % intervals."""
+def plot_similarity_gaps(per_review: Mapping[str, Sequence[float]], ax=None):
+    """Horizontal bars: how much more alike two reviews' vectors are when they share something.
+
+    ``per_review[name]`` holds one gap per review; seaborn draws their mean with the 95 %
+    t-interval of :func:`~attention_book.training.study_results.mean_interval` as the
+    error bar, the interval the chapter prints.
+    """
+    import pandas as pd
+    import seaborn as sns
+
+    names = list(per_review)
+    frame = pd.DataFrame(
+        [{"name": name, "gap": float(value)} for name in names for value in to_numpy(torch.as_tensor(per_review[name]))]
+    )
     if ax is None:
-        _, ax = plt.subplots(figsize=(COLUMN_INCHES, 0.6 + 0.55 * len(gaps)), layout="constrained")
-    names = list(gaps)
-    means = [gaps[name][0] for name in names]
-    errors = [[gaps[name][0] - gaps[name][1] for name in names], [gaps[name][2] - gaps[name][0] for name in names]]
-    ax.barh(range(len(names)), means, xerr=errors, capsize=4, color=["#1f77b4", "#ff7f0e", "#2ca02c"][: len(names)])
-    ax.set_yticks(range(len(names)), names)
+        _, ax = plt.subplots(figsize=(WIDTH, 1.0 + 0.6 * len(names)), layout="constrained")
+    colours = ["#1f77b4", "#ff7f0e", "#2ca02c"][: len(names)]
+    sns.barplot(
+        data=frame,
+        x="gap",
+        y="name",
+        hue="name",
+        order=names,
+        hue_order=names,
+        palette=colours,
+        legend=False,
+        orient="h",
+        estimator="mean",
+        errorbar=_t_interval,
+        capsize=0.25,
+        err_kws={"linewidth": 1.2, "color": "black"},
+        ax=ax,
+    )
     ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlabel("extra cosine similarity of the sentence vectors (mean and 95 % interval)")
-    ax.invert_yaxis()
+    ax.xaxis.set_major_locator(plt.MaxNLocator(5))
+    ax.set_ylabel("")
+    ax.set_xlabel("extra cosine similarity of the sentence vectors\n(mean and 95 % interval over the reviews)")
     return ax
 
 
@@ -180,7 +240,7 @@ def plot_patch_attention(image: torch.Tensor, received: torch.Tensor, patch: int
     """An image (H, W) beside the attention each of its patches receives (grid of patches), same grid drawn on both."""
     image, received = to_numpy(image), to_numpy(received)
     rows, columns = received.shape
-    figure, (left, right) = plt.subplots(1, 2, figsize=(COLUMN_INCHES, 3.0), layout="constrained")
+    figure, (left, right) = plt.subplots(1, 2, figsize=(WIDTH, 3.0), layout="constrained")
     left.imshow(image, cmap="gray_r")
     left.set_title("the image, cut into patches", fontsize=10)
     heat = right.imshow(received, cmap=ATTENTION_CMAP, vmin=0)
@@ -193,8 +253,8 @@ def plot_patch_attention(image: torch.Tensor, received: torch.Tensor, patch: int
         ax.set_xticks([])
         ax.set_yticks([])
     bar = figure.colorbar(heat, ax=right, fraction=0.046, pad=0.04)
-    bar.set_label("average weight received", fontsize=8)
-    bar.ax.tick_params(labelsize=7)
+    bar.set_label("average weight received", fontsize=SMALLEST_POINTS)
+    bar.ax.tick_params(labelsize=SMALLEST_POINTS)
     if title:
         figure.suptitle(title, fontsize=10)
     return figure
