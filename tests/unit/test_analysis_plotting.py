@@ -85,6 +85,20 @@ def test_plot_attention_grid_draws_one_colour_bar_for_the_shared_scale_when_aske
     assert all(ax.images[0].get_clim() == (0.0, 1.0) for ax in figure.axes[:2])
 
 
+def test_plot_attention_grid_fits_the_page_with_text_of_9_pt_or_more():
+    """Chapter 4 asks for cells of 3 in: the grid shrinks them to stay PAGE_INCHES wide (legible on a phone)."""
+    from attention_book.analysis.plotting import PAGE_INCHES
+
+    figure = ab.plot_attention_grid(
+        torch.rand(1, 2, 8, 8), list("abcdefgh"), list("abcdefgh"), cell_size=3.0, colorbar=True
+    )
+    assert figure.get_figwidth() <= PAGE_INCHES
+    ticks = [
+        label for ax in figure.axes[:2] for label in ax.get_xticklabels() + ax.get_yticklabels() if label.get_text()
+    ]
+    assert ticks and min(label.get_fontsize() for label in ticks) >= 9
+
+
 def test_plot_attention_writes_an_exact_zero_as_0_and_a_tiny_weight_as_0_00():
     """Chapter 3's convention in every heatmap: a masked or sparse weight of exactly 0 reads differently."""
     import torch

@@ -259,25 +259,26 @@ def test_a_different_sentence_without_a_trained_pipeline_is_a_clear_error():
 def test_plot_relation_accuracy_draws_one_bar_per_model_and_relation():
     results = {"a": {"x": 0.5, "y": 1.0}, "b": {"x": 0.25, "y": 0.75}}
     ax = chapter04.plot_relation_accuracy(results)
-    assert len(ax.patches) == 4 and ax.get_ylabel() == "held-out accuracy" and ax.get_title()
+    assert sum(len(bars) for bars in ax.containers) == 4 and ax.get_ylabel() == "held-out accuracy" and ax.get_title()
+    assert ax.figure.get_figwidth() <= 6.0  # PAGE_INCHES: the legend goes under the axes, not beside them
 
 
 def test_plot_relation_accuracy_with_seeds_shows_the_mean_the_range_and_every_seed():
     results = {"a": {"x": [0.2, 0.4, 0.9], "y": [1.0, 1.0, 1.0]}, "b": {"x": [0.1, 0.3, 0.5], "y": [0.6, 0.7, 0.8]}}
-    ax = chapter04.plot_relation_accuracy(results, ylabel="test accuracy")
-    heights = sorted(round(bar.get_height(), 6) for bar in ax.patches)
+    ax = chapter04.plot_relation_accuracy(
+        results, ylabel="test accuracy", reference=("x", 0.25, "guessing")
+    )  # drawn by seaborn: barplot with errorbar=("pi", 100), stripplot for the seeds
+    heights = sorted(round(bar.get_height(), 6) for bars in ax.containers for bar in bars)
     assert heights == [0.3, 0.5, 0.7, 1.0]  # bars are the means over the seeds
-    ranges = sorted(
-        tuple(round(v, 6) for v in segment[:, 1])
-        for lines in ax.collections
-        if hasattr(lines, "get_segments")
-        for segment in lines.get_segments()
-    )
+    ranges = sorted(tuple(round(float(v), 6) for v in line.get_ydata()) for line in ax.get_lines())
     assert (0.2, 0.9) in ranges and (0.1, 0.5) in ranges  # a line from the lowest to the highest seed
     dots = sum(len(c.get_offsets()) for c in ax.collections if not hasattr(c, "get_segments"))
     assert dots == 12  # one dot per seed, model and relation
-    assert ax.get_ylabel() == "test accuracy" and "seeds" in ax.get_xlabel()
-    assert "mean of 3 seeds" in ax.get_legend().texts[0].get_text()
+    legend = [text.get_text() for text in ax.get_legend().texts]
+    assert ax.get_ylabel() == "test accuracy" and "seeds" in ax.get_legend().get_title().get_text()
+    assert "mean of 3 seeds" in legend[0] and legend[-1] == "guessing"
+    with pytest.raises(ValueError, match="one of"):
+        chapter04.plot_relation_accuracy(results, reference=("z", 0.25, "guessing"))
 
 
 def test_multi_head_diagram_marks_every_shape_and_legible_text():
@@ -286,7 +287,7 @@ def test_multi_head_diagram_marks_every_shape_and_legible_text():
     joined = " ".join(texts)
     for part in (
         "W_Q^{(1)}",
-        "W_K^{(2)}",
+        "W_K^{(1)}",
         "W_V^{(n_h)}",
         "Concat",
         "W_O",
@@ -297,9 +298,9 @@ def test_multi_head_diagram_marks_every_shape_and_legible_text():
         r"(T,\ d_{\mathrm{model}})",
     ):
         assert part in joined, part
-    assert {"head 1", "head 2", "head $n_h$"} <= set(texts)
-    assert min(t.get_fontsize() for ax in figure.axes for t in ax.texts) >= 8
-    assert figure.get_figwidth() * figure.dpi <= 916  # 8 pt text stays >= 8 px in the 660 px column
+    assert {"head 1", "head $n_h$", r"$\cdots$"} <= set(texts)  # two heads drawn, dots for the ones between
+    assert min(t.get_fontsize() for ax in figure.axes for t in ax.texts) >= 9
+    assert figure.get_figwidth() <= 6.0  # PAGE_INCHES: 9 pt text stays >= 7 px on a 390 px phone
 
 
 # ---------------------------------------------------------------------------------
@@ -368,10 +369,12 @@ def test_chapter_6_figures_have_titles_and_labels():
 
 def test_gradient_by_depth_draws_the_mean_of_the_seeds_and_their_range():
     ax = chapter06.plot_gradient_by_depth([1, 2], [[0.3, 0.5], [0.1, 0.2]], [[0.3, 0.4], [0.3, 0.3]])
-    post_line = ax.get_lines()[0]
+    post_line = ax.get_lines()[0]  # drawn by seaborn (seed_band): the mean line and a band of the range
     assert list(post_line.get_ydata()) == pytest.approx([0.4, 0.15])  # the mean of each depth's seeds
     assert len(ax.collections) == 2  # one shaded range per block type
-    assert "mean of 2 seeds" in ax.get_legend().texts[0].get_text()
+    low, high = ax.collections[0].get_paths()[0].vertices[:, 1].min(), 0.5
+    assert low == pytest.approx(0.1) and ax.collections[0].get_paths()[0].vertices[:, 1].max() == pytest.approx(high)
+    assert "mean of 2 seeds" in ax.get_legend().texts[0].get_text() and ax.figure.get_figwidth() <= 6.0
 
 
 def test_encoder_decoder_diagram_names_both_stacks_every_mask_and_the_memory():
@@ -382,21 +385,23 @@ def test_encoder_decoder_diagram_names_both_stacks_every_mask_and_the_memory():
         "DECODER",
         "cross-attention",
         "masked self-attention",
-        "mask: source padding",
-        "mask: causal + target padding",
+        "source padding",
+        "causal + target padding",
         "queries",
     ):
         assert expected in texts, expected
     assert any(t.startswith("memory") for t in texts) and any("keys and" in t for t in texts)
-    assert texts.count("add & layer norm") == 5 and texts.count("mask: source padding") == 2
+    assert texts.count("add & layer norm") == 5 and texts.count("source padding") == 2
+    assert figure.get_figwidth() <= 6.0 and min(t.get_fontsize() for t in figure.axes[0].texts) >= 9
 
 
-def test_learning_rate_schedules_are_drawn_side_by_side_with_the_warmup_marked():
+def test_learning_rate_schedules_are_drawn_one_above_the_other_with_the_warmup_marked():
     figure = chapter06.plot_learning_rate_schedules([0.5, 1.0, 0.5, 0.0], [1e-4, 2e-4, 1.5e-4], warmup=2)
-    left, right = figure.axes
-    assert list(left.get_lines()[0].get_ydata()) == [0.5, 1.0, 0.5, 0.0]
-    assert right.get_lines()[1].get_xdata()[0] == 2  # the dashed line at the end of the warm-up
-    assert "inverse square root" in right.get_title() and left.get_xlabel() == right.get_xlabel() == "step"
+    top, bottom = figure.axes
+    assert top.get_position().y0 > bottom.get_position().y1 and figure.get_figwidth() <= 6.0
+    assert list(top.get_lines()[0].get_ydata()) == [0.5, 1.0, 0.5, 0.0]
+    assert bottom.get_lines()[1].get_xdata()[0] == 2  # the dashed line at the end of the warm-up
+    assert "inverse square root" in bottom.get_title() and top.get_xlabel() == bottom.get_xlabel() == "step"
 
 
 def test_plot_decoding_attention_labels_steps_with_fed_and_written_tokens():
@@ -404,10 +409,11 @@ def test_plot_decoding_attention_labels_steps_with_fed_and_written_tokens():
     seq2seq = ab.EncoderDecoder(13, 13, d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=10).eval()
     vocab = ab.SequenceTask("sort", 1, num_symbols=10).vocab
     figure = chapter06.plot_decoding_attention(seq2seq, torch.tensor([[5, 9, 3, ab.PAD]]), vocab)
-    left, right = figure.axes[:2]
-    assert [t.get_text() for t in left.get_xticklabels()] == ["C", "G", "A"]  # the padding is dropped
-    assert left.get_yticklabels()[0].get_text().startswith("<bos> \u2192")
-    assert left.get_title() and right.get_title() and left.get_xlabel() and right.get_xlabel()
+    top, bottom = figure.axes[:2]  # cross-attention above the causal self-attention
+    assert top.get_position().y0 > bottom.get_position().y1 and figure.get_figwidth() <= 6.0
+    assert [t.get_text() for t in top.get_xticklabels()] == ["C", "G", "A"]  # the padding is dropped
+    assert top.get_yticklabels()[0].get_text().startswith("<bos> \u2192")
+    assert top.get_title() and bottom.get_title() and top.get_xlabel() and bottom.get_xlabel()
 
 
 # ---------------------------------------------------------------------------------

@@ -201,7 +201,8 @@ def plot_attention_grid(
 
     ``weights``: (layers, heads, T_q, T_k), or a list of (heads, T_q, T_k) per layer
     (a leading batch axis of size 1 is dropped). Every map uses the scale 0 to 1;
-    ``colorbar=True`` draws it once, beside the grid.
+    ``colorbar=True`` draws it once, beside the grid. The figure is at most
+    :data:`PAGE_INCHES` wide (``cell_size`` shrinks to fit) and its text at least 9 pt.
     """
     if isinstance(weights, (list, tuple)):
         weights = torch.stack(
@@ -213,22 +214,24 @@ def plot_attention_grid(
     layers, heads, rows, columns = grid.shape
     query_labels = _check_labels(query_labels, rows, "query_labels")
     key_labels = _check_labels(key_labels, columns, "key_labels")
-    fig, axes = plt.subplots(layers, heads, figsize=(0.8 + cell_size * heads, 0.6 + cell_size * layers), squeeze=False)
+    cell_size = min(cell_size, (PAGE_INCHES - 0.9 - (0.9 if colorbar else 0.0)) / heads)
+    width = 0.9 + cell_size * heads + (0.9 if colorbar else 0.0)
+    fig, axes = plt.subplots(layers, heads, figsize=(width, 0.7 + cell_size * layers), squeeze=False)
     for layer in range(layers):
         for head in range(heads):
             ax = axes[layer, head]
             heatmap(grid[layer, head], ax, vmin=0.0, vmax=1.0, aspect="equal")
-            ax.set_xticks(range(columns), key_labels if layer == layers - 1 else [], rotation=90, fontsize=7)
-            ax.set_yticks(range(rows), query_labels if head == 0 else [], fontsize=7)
+            ax.set_xticks(range(columns), key_labels if layer == layers - 1 else [], rotation=90, fontsize=9)
+            ax.set_yticks(range(rows), query_labels if head == 0 else [], fontsize=9)
             if layer == 0:
-                ax.set_title(f"head {head}", fontsize=9)
+                ax.set_title(f"head {head}", fontsize=10)
             if head == 0:
                 name = layer_names[layer] if layer_names else f"layer {layer}"
-                ax.set_ylabel(f"{name}\nqueries", fontsize=8)
+                ax.set_ylabel(f"{name}\nqueries", fontsize=9)
     for ax in axes[-1]:
-        ax.set_xlabel("keys", fontsize=8)
+        ax.set_xlabel("keys", fontsize=9)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     if colorbar:  # after the layout, which does not place colour bars
         fig.colorbar(axes[0, 0].images[0], ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")

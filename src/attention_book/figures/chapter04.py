@@ -158,14 +158,16 @@ def _arrow(ax, start: tuple[float, float], end: tuple[float, float], colour: str
     )
 
 
-def _head(ax, r: str, x: float, colour, *, y_projection: float, y_attention: float, y_concat: float) -> None:
+def _head(
+    ax, r: str, x: float, colour, *, width: float, y_projection: float, y_attention: float, y_concat: float
+) -> None:
     """Head ``r`` of the multi-head diagram at ``x``: its projections, its attention, the arrow to the concat."""
     projections = [
         rf"$Q_{{{r}}} = X\, W_Q^{{({r})}}$",
         rf"$K_{{{r}}} = X\, W_K^{{({r})}}$",
         rf"$V_{{{r}}} = X\, W_V^{{({r})}}$",
     ]
-    _box(ax, x, y_projection, 2.8, 1.56, [*projections, r"each $(T,\ d_k)$"], colour)
+    _box(ax, x, y_projection, width, 1.56, [*projections, r"each $(T,\ d_k)$"], colour)
     _arrow(ax, (x, y_projection + 0.78), (x, y_attention - 0.78))
     attention = [
         rf"$A_{{{r}}} = \mathrm{{softmax}}(Q_{{{r}}} K_{{{r}}}^\top / \sqrt{{d_k}})$",
@@ -173,10 +175,12 @@ def _head(ax, r: str, x: float, colour, *, y_projection: float, y_attention: flo
         rf"$\mathrm{{head}}_{{{r}}} = A_{{{r}}}\, V_{{{r}}}$",
         r"$(T,\ d_k)$",
     ]
-    _box(ax, x, y_attention, 2.8, 1.56, attention, colour, spacing=0.36)
-    _arrow(ax, (x, y_attention + 0.78), (x, y_concat - 0.3))
+    _box(ax, x, y_attention, width, 1.56, attention, colour, spacing=0.36)
+    _arrow(ax, (x, y_attention + 0.78), (x, y_concat - 0.45))
     name = "head " + ("$n_h$" if r == "n_h" else r)
-    ax.text(x - 1.4, y_attention + 0.9, name, fontsize=9, color=colour, fontweight="bold", ha="left", va="bottom")
+    ax.text(
+        x - width / 2, y_attention + 0.9, name, fontsize=10, color=colour, fontweight="bold", ha="left", va="bottom"
+    )
 
 
 def plot_multi_head_diagram(title: str = "Multi-head attention, with the shape of every tensor"):
@@ -185,31 +189,35 @@ def plot_multi_head_diagram(title: str = "Multi-head attention, with the shape o
     ``X`` (T, d_model) goes to every head; head r projects it with its own ``W_Q^(r)``,
     ``W_K^(r)``, ``W_V^(r)`` to queries, keys and values of d_k features, attends
     (weights T x T, output T x d_k); the heads' outputs are concatenated side by side
-    (T, n_h d_k) and ``W_O`` (n_h d_k, d_model) maps them back to (T, d_model). Three heads
-    are drawn: head 1, head 2 and head n_h, with dots for the ones between.
+    (T, n_h d_k) and ``W_O`` (n_h d_k, d_model) maps them back to (T, d_model). Two heads
+    are drawn, head 1 and head n_h, with dots for the ones between, so that the figure is
+    :data:`~attention_book.analysis.plotting.PAGE_INCHES` wide with text of 9 pt and more
+    (legible on a phone).
     """
-    figure, ax = plt.subplots(figsize=(8.2, 6.4))
-    columns = {"1": 1.6, "2": 4.6, "n_h": 8.4}  # x of each drawn head
-    y_input, y_projection, y_attention, y_concat, y_out, y_result = 0.45, 2.45, 4.85, 6.75, 7.85, 8.95
-    _box(ax, 5.0, y_input, 4.6, 0.56, [r"$X$   $(T,\ d_{\mathrm{model}})$: one row per token"], "#444444", "#f2f2f2")
-    for (r, x), colour in zip(columns.items(), _HEAD_COLOURS):
+    figure, ax = plt.subplots(figsize=(6.0, 6.9))
+    width = 4.1
+    columns = {"1": 2.15, "n_h": 7.85}  # x of each drawn head
+    y_input, y_projection, y_attention, y_concat, y_out, y_result = 0.45, 2.45, 4.85, 6.95, 8.25, 9.35
+    _box(ax, 5.0, y_input, 6.6, 0.56, [r"$X$   $(T,\ d_{\mathrm{model}})$: one row per token"], "#444444", "#f2f2f2")
+    for (r, x), colour in zip(columns.items(), (_HEAD_COLOURS[0], _HEAD_COLOURS[2])):
         _arrow(ax, (5.0 + (x - 5.0) * 0.35, y_input + 0.28), (x, y_projection - 0.78))
-        _head(ax, r, x, colour, y_projection=y_projection, y_attention=y_attention, y_concat=y_concat)
+        _head(ax, r, x, colour, width=width, y_projection=y_projection, y_attention=y_attention, y_concat=y_concat)
     for y in (y_projection, y_attention):
-        ax.text(6.5, y, r"$\cdots$", fontsize=14, ha="center", va="center")
-    concat = r"Concat$(\mathrm{head}_1, \dots, \mathrm{head}_{n_h})$: the heads side by side, $(T,\ n_h d_k)$"
-    _box(ax, 5.0, y_concat, 9.6, 0.58, [concat], "#444444", "#f2f2f2")
-    _arrow(ax, (5.0, y_concat + 0.3), (5.0, y_out - 0.28))
-    _box(ax, 5.0, y_out, 5.8, 0.56, [r"times $W_O$ $(n_h d_k,\ d_{\mathrm{model}})$: mixes the heads"], "#444444")
+        ax.text(5.0, y, r"$\cdots$", fontsize=14, ha="center", va="center")
+    concat = [r"Concat$(\mathrm{head}_1, \dots, \mathrm{head}_{n_h})$: the heads", r"side by side, $(T,\ n_h d_k)$"]
+    _box(ax, 5.0, y_concat, 9.9, 0.9, concat, "#444444", "#f2f2f2", spacing=0.36)
+    _arrow(ax, (5.0, y_concat + 0.45), (5.0, y_out - 0.28))
+    _box(ax, 5.0, y_out, 8.4, 0.56, [r"times $W_O$ $(n_h d_k,\ d_{\mathrm{model}})$: mixes the heads"], "#444444")
     _arrow(ax, (5.0, y_out + 0.28), (5.0, y_result - 0.28))
-    _box(ax, 5.0, y_result, 5.8, 0.56, [r"$\mathrm{MultiHead}(X)$   $(T,\ d_{\mathrm{model}})$"], "#444444", "#f2f2f2")
+    _box(ax, 5.0, y_result, 6.6, 0.56, [r"$\mathrm{MultiHead}(X)$   $(T,\ d_{\mathrm{model}})$"], "#444444", "#f2f2f2")
     note = (
-        r"narrow heads: $d_k = d_{\mathrm{model}} / n_h$, so $n_h d_k = d_{\mathrm{model}}$; "
+        r"narrow heads: $d_k = d_{\mathrm{model}} / n_h$, so $n_h d_k = d_{\mathrm{model}}$;"
+        "\n"
         r"in code all heads are one (batch, $n_h$, $T$, $d_k$) tensor"
     )
-    ax.text(5.0, -0.3, note, ha="center", va="top", fontsize=9, color="#333333")
+    ax.text(5.0, -0.25, note, ha="center", va="top", fontsize=9, color="#333333", linespacing=1.5)
     ax.set_xlim(-0.1, 10.1)
-    ax.set_ylim(-0.75, 9.4)
+    ax.set_ylim(-1.2, 9.8)
     ax.set_axis_off()
     ax.set_title(title, fontsize=10)
     figure.tight_layout()
@@ -225,40 +233,102 @@ def plot_relation_accuracy(
     ax=None,
     title: str | None = None,
     ylabel: str = "held-out accuracy",
+    reference: tuple[str, float, str] | None = None,
 ):
-    """Grouped bars: for each model (a key of ``results``), its accuracy on each relation.
+    """Grouped bars drawn by seaborn: for each model (a key of ``results``), its accuracy on each relation.
 
     A value may be one accuracy or one per seed: then the bar is their mean, a black line
-    spans their range (smallest to largest) and a dot marks each seed.
+    spans their range (seaborn's ``errorbar=("pi", 100)``) and a dot marks each seed.
+    ``reference=(relation, value, label)`` draws a red dashed line at ``value`` over that
+    relation's bars, named in the legend. The legend goes under the axes, so the figure stays
+    :data:`~attention_book.analysis.plotting.PAGE_INCHES` wide. Returns the axes.
     """
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7.4, 3.2))
+    import pandas as pd
+    import seaborn as sns
+
     names = list(results)
     measures = list(next(iter(results.values())))
-    width = 0.8 / len(names)
-    colours = plt.get_cmap("viridis")(np.linspace(0.2, 0.75, len(names)))
-    several = False
-    for index, name in enumerate(names):
-        positions = np.arange(len(measures)) + (index - (len(names) - 1) / 2) * width
-        runs = [np.atleast_1d(np.asarray(results[name][measure], dtype=float)) for measure in measures]
-        means = [float(values.mean()) for values in runs]
-        label = name if all(len(values) == 1 for values in runs) else f"{name} (mean of {len(runs[0])} seeds)"
-        bars = ax.bar(positions, means, width, label=label, color=colours[index], edgecolor="black", linewidth=0.6)
-        for position, values in zip(positions, runs):
-            if len(values) > 1:
-                several = True
-                ax.vlines(position, values.min(), values.max(), color="black", linewidth=1.4)
-                ax.scatter(np.full(len(values), position + width * 0.22), values, s=9, color="black", zorder=3)
-        tops = [float(values.max()) for values in runs]
-        for bar_, mean, top in zip(bars, means, tops):
+    runs = {
+        (name, measure): np.atleast_1d(np.asarray(results[name][measure], dtype=float))
+        for name in names
+        for measure in measures
+    }
+    several = any(len(values) > 1 for values in runs.values())
+    labels = {
+        name: name
+        if all(len(runs[name, m]) == 1 for m in measures)
+        else f"{name} (mean of {len(runs[name, measures[0]])} seeds)"
+        for name in names
+    }
+    frame = pd.DataFrame(
+        [
+            {"model": labels[name], "measure": measure, "accuracy": value}
+            for (name, measure), values in runs.items()
+            for value in values
+        ]
+    )
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.0, 4.4))
+    colours = [tuple(c) for c in plt.get_cmap("viridis")(np.linspace(0.2, 0.75, len(names)))]
+    order, hue_order = measures, [labels[name] for name in names]
+    sns.barplot(
+        data=frame,
+        x="measure",
+        y="accuracy",
+        hue="model",
+        order=order,
+        hue_order=hue_order,
+        palette=colours,
+        errorbar=("pi", 100) if several else None,
+        err_kws={"color": "black", "linewidth": 1.4},
+        edgecolor="black",
+        linewidth=0.6,
+        saturation=1.0,
+        ax=ax,
+    )
+    if several:
+        sns.stripplot(
+            data=frame,
+            x="measure",
+            y="accuracy",
+            hue="model",
+            order=order,
+            hue_order=hue_order,
+            palette=["black"] * len(names),
+            dodge=True,
+            jitter=0.12,
+            size=3.5,
+            legend=False,
+            ax=ax,
+        )
+    for name, bars in zip(names, ax.containers):
+        for bar_, measure in zip(bars, measures):
+            values = runs[name, measure]
             ax.text(
-                bar_.get_x() + bar_.get_width() / 2, top + 0.02, f"{mean:.0%}", ha="center", va="bottom", fontsize=8
+                bar_.get_x() + bar_.get_width() / 2,
+                float(values.max()) + 0.02,
+                f"{values.mean():.0%}",
+                ha="center",
+                va="bottom",
+                fontsize=9,
             )
-    ax.set_xticks(np.arange(len(measures)), measures)
+    if reference is not None:
+        measure, value, label = reference
+        if measure not in measures:
+            raise ValueError(f"the reference's relation must be one of {measures}, not {measure!r}")
+        where = measures.index(measure)
+        ax.hlines(value, where - 0.45, where + 0.45, colors="tab:red", linestyles="--", linewidth=1.4, label=label)
     ax.set_ylim(0, 1.14)
     ax.set_ylabel(ylabel)
-    ax.set_xlabel("what the answer needs" + ("  (bar: mean; line: range over seeds; dots: seeds)" if several else ""))
+    ax.set_xlabel("what the answer needs")
     ax.set_title(title or "Accuracy by relation")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="model", title_fontsize=8)
+    ax.legend(
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.18),
+        fontsize=9,
+        title="bar: mean; line: range over seeds; dots: seeds" if several else None,
+        title_fontsize=9,
+        frameon=False,
+    )
     ax.figure.tight_layout()
     return ax

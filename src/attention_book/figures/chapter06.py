@@ -16,7 +16,7 @@ from matplotlib.patches import FancyBboxPatch
 
 from ..analysis.formatting import to_numpy
 from ..analysis.heads import decoding_attention
-from ..analysis.plotting import plot_attention
+from ..analysis.plotting import plot_attention, seed_band
 from ..data.tasks import PAD, Vocabulary
 from ..transformer import EncoderDecoder
 
@@ -62,24 +62,26 @@ def plot_block_diagram():
 
     The residual path (the "highway" that skips each sub-layer) is drawn in orange. In the
     post-norm block it runs *through* each layer norm; in the pre-norm block it never meets one.
+    Both blocks fit side by side in :data:`~attention_book.analysis.plotting.PAGE_INCHES` with
+    text of 9 pt and more (legible on a phone).
     """
-    figure, axes = plt.subplots(1, 2, figsize=(8.4, 5.4))
+    figure, axes = plt.subplots(1, 2, figsize=(6.0, 5.6))
     highway = "#e69f00"
     layouts = {
-        "Post-norm (original Transformer, BERT)\nx = norm(x + sublayer(x))": [
-            ("attention", "multi-head self-attention", 1.0),
+        "Post-norm\n(original Transformer, BERT)\nx = norm(x + sublayer(x))": [
+            ("attention", "self-attention", 1.0),
             ("plus", None, 2.0),
             ("layer norm", "layer norm", 2.9),
-            ("feed-forward", "position-wise feed-forward", 4.0),
+            ("feed-forward", "feed-forward", 4.0),
             ("plus", None, 5.0),
             ("layer norm", "layer norm", 5.9),
         ],
-        "Pre-norm (GPT-2 and most models since)\nx = x + sublayer(norm(x))": [
+        "Pre-norm\n(GPT-2 and most models since)\nx = x + sublayer(norm(x))": [
             ("layer norm", "layer norm", 1.0),
-            ("attention", "multi-head self-attention", 2.0),
+            ("attention", "self-attention", 2.0),
             ("plus", None, 3.0),
             ("layer norm", "layer norm", 4.0),
-            ("feed-forward", "position-wise feed-forward", 5.0),
+            ("feed-forward", "feed-forward", 5.0),
             ("plus", None, 6.0),
         ],
     }
@@ -108,12 +110,12 @@ def plot_block_diagram():
     figure.text(
         0.5,
         0.02,
-        "orange: residual connections (each adds a sub-layer's output to its input)",
+        "orange: residual connections\n(each adds a sub-layer's output to its input)",
         ha="center",
         fontsize=9,
         color="#9a6a00",
     )
-    figure.tight_layout(rect=(0, 0.04, 1, 1))
+    figure.tight_layout(rect=(0, 0.07, 1, 1))
     return figure
 
 
@@ -141,7 +143,7 @@ def _part(
         ax.text(x, y, label, ha="center", va="center", fontsize=9)
     else:
         ax.text(x, y + 0.13, label, ha="center", va="center", fontsize=9)
-        ax.text(x, y - 0.16, mask, ha="center", va="center", fontsize=8, color=_MASK_TEXT, style="italic")
+        ax.text(x, y - 0.16, mask, ha="center", va="center", fontsize=9, color=_MASK_TEXT, style="italic")
 
 
 def _up(ax, x: float, y0: float, y1: float) -> None:
@@ -159,27 +161,29 @@ def _around(ax, x_centre: float, x_right: float, y_from: float, y_to: float, x_b
 
 # (height, label, kind, mask) of each part of a block, bottom to top.
 _ENCODER_PARTS = [
-    (2.55, "multi-head self-attention", "attention", "mask: source padding"),
+    (2.55, "multi-head self-attention", "attention", "source padding"),
     (3.55, "add & layer norm", "norm", None),
     (4.55, "feed-forward (per token)", "feed-forward", None),
     (5.55, "add & layer norm", "norm", None),
 ]
 _DECODER_PARTS = [
-    (2.55, "masked self-attention", "attention", "mask: causal + target padding"),
+    (2.55, "masked self-attention", "attention", "causal + target padding"),
     (3.55, "add & layer norm", "norm", None),
-    (4.55, "cross-attention", "attention", "mask: source padding"),
+    (4.55, "cross-attention", "attention", "source padding"),
     (5.55, "add & layer norm", "norm", None),
     (6.55, "feed-forward (per token)", "feed-forward", None),
     (7.55, "add & layer norm", "norm", None),
 ]
 
 
-def _stack(ax, centre: float, parts, *, top: float, width: float, times: tuple[float, str]) -> None:
-    """One stack: a dashed frame marked "x N", each part with the arrow into it, each residual connection."""
+def _stack(ax, centre: float, parts, *, top: float, width: float) -> None:
+    """One stack: a dashed frame marked "x N" above its right corner, each part with the arrow into it,
+    each residual connection."""
+    left, right = centre - width / 2 - 0.2, centre + width / 2 + 0.5
     ax.add_patch(
         FancyBboxPatch(
-            (centre - width / 2 - 0.25, 1.95),
-            width + 0.85,
+            (left, 1.95),
+            right - left,
             top - 1.95,
             boxstyle="round,pad=0.05",
             facecolor="none",
@@ -188,32 +192,34 @@ def _stack(ax, centre: float, parts, *, top: float, width: float, times: tuple[f
             linestyle="--",
         )
     )
-    ax.text(times[0], (1.95 + top) / 2, "\u00d7 N", ha=times[1], va="center", fontsize=11, fontweight="bold")
+    ax.text(right, top + 0.12, "\u00d7 N", ha="right", va="bottom", fontsize=11, fontweight="bold")
     previous = 1.2
     for y, label, kind, mask in parts:
         _up(ax, centre, previous + 0.31, y - 0.31)
         _part(ax, centre, y, width, label, kind, mask)
         if kind == "norm":  # the residual joins here, from below the sub-layer before it
-            _around(ax, centre, centre + width / 2 + 0.35, y - 1.5, y, centre + width / 2)
+            _around(ax, centre, centre + width / 2 + 0.28, y - 1.5, y, centre + width / 2)
         previous = y
 
 
 def _memory(ax, enc: float, dec: float, width: float) -> None:
     """The encoder's output, the memory, going to the keys and values of every decoder block's cross-attention."""
-    _up(ax, enc, 5.86, 6.55)
-    ax.text(enc, 6.8, "memory  (batch, T_in, d_model)", ha="center", va="center", fontsize=9, fontweight="bold")
-    ax.plot([enc + 1.6, 4.75, 4.75], [6.8, 6.8, 4.55], color="#3465a4", lw=2)
+    _up(ax, enc, 6.2, 6.5)
+    ax.text(enc, 6.95, "memory", ha="center", va="center", fontsize=9, fontweight="bold")
+    ax.text(enc, 6.68, "(batch, T_in, d_model)", ha="center", va="center", fontsize=9)
+    bend = enc + width / 2 + 0.82  # between the encoder's frame and the decoder's
+    ax.plot([enc + 1.2, bend, bend], [6.8, 6.8, 4.55], color="#3465a4", lw=2)
     arrow = {"arrowstyle": "-|>", "color": "#3465a4", "lw": 2}
-    ax.annotate("", xy=(dec - width / 2, 4.55), xytext=(4.75, 4.55), arrowprops=arrow)
-    ax.text(4.85, 4.85, "keys and\nvalues", ha="left", va="bottom", fontsize=8, color="#3465a4")
-    ax.text(dec - 0.12, 4.0, "queries", ha="right", va="center", fontsize=8)
+    ax.annotate("", xy=(dec - width / 2, 4.55), xytext=(bend, 4.55), arrowprops=arrow)
+    ax.text(bend + 0.06, 5.75, "keys and values", ha="left", va="center", rotation=90, fontsize=9, color="#3465a4")
+    ax.text(dec - 0.12, 4.05, "queries", ha="right", va="center", fontsize=9)
 
 
 def _decoder_ends(ax, dec: float, width: float) -> None:
     """The decoder's input (the output so far, shifted right) and its output (next-token probabilities)."""
-    shifted = "output so far, shifted right: <bos> y\u2081 \u2026  (batch, T_out)"
-    ax.text(dec, 0.25, shifted, ha="center", va="center", fontsize=9)
-    _up(ax, dec, 0.45, 0.9)
+    shifted = "output so far, shifted right:\n<bos> y\u2081 \u2026  (batch, T_out)"
+    ax.text(dec, 0.2, shifted, ha="center", va="center", fontsize=9, linespacing=1.3)
+    _up(ax, dec, 0.52, 0.9)
     _part(ax, dec, 1.2, width, "token embedding + positions", "embed")
     _up(ax, dec, 7.86, 8.55)
     _part(ax, dec, 8.85, width, "linear: d_model \u2192 vocabulary", "output")
@@ -229,27 +235,29 @@ def plot_encoder_decoder_diagram():
     Encoder stack on the left, decoder stack on the right, drawn bottom to top; each stack
     repeats its block N times. Attention boxes name the mask they use (dark red);
     orange lines are residual connections; the encoder's output (the memory) feeds the
-    keys and values of every decoder block's cross-attention. Returns the figure.
+    keys and values of every decoder block's cross-attention. The figure is
+    :data:`~attention_book.analysis.plotting.PAGE_INCHES` wide with text of 9 pt and more
+    (legible on a phone). Returns the figure.
     """
-    figure, ax = plt.subplots(figsize=(8.0, 7.9))
-    width, enc, dec = 3.0, 2.2, 7.0
+    figure, ax = plt.subplots(figsize=(6.0, 7.6))
+    width, enc, dec = 3.3, 1.9, 6.67
     # Encoder: embedding, then N blocks of self-attention and feed-forward.
     ax.text(enc, 0.25, "source tokens  (batch, T_in)", ha="center", va="center", fontsize=9)
     _up(ax, enc, 0.45, 0.9)
     _part(ax, enc, 1.2, width, "token embedding + positions", "embed")
-    _stack(ax, enc, _ENCODER_PARTS, top=6.1, width=width, times=(enc - width / 2 - 0.4, "right"))
-    _stack(ax, dec, _DECODER_PARTS, top=8.1, width=width, times=(dec + width / 2 + 0.75, "left"))
+    _stack(ax, enc, _ENCODER_PARTS, top=6.1, width=width)
+    _stack(ax, dec, _DECODER_PARTS, top=8.1, width=width)
     _memory(ax, enc, dec, width)
     _decoder_ends(ax, dec, width)
-    ax.text(enc, 7.55, "ENCODER", ha="center", va="center", fontsize=11, fontweight="bold")
-    ax.text(dec, 11.35, "DECODER", ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.text(enc, 7.45, "ENCODER", ha="center", va="center", fontsize=11, fontweight="bold")
+    ax.text(dec, 11.3, "DECODER", ha="center", va="center", fontsize=11, fontweight="bold")
     legend = (
         "orange: residual connections\n(each adds a sub-layer's input\nto its output)\n\n"
-        "dark red: the mask each\nattention uses (True = may attend)"
+        "dark red, in italics: the mask\neach attention uses\n(True = may attend)"
     )
-    ax.text(0.3, 10.2, legend, ha="left", va="top", fontsize=8, color="#444444")
-    ax.set_xlim(0.2, 9.7)
-    ax.set_ylim(-0.05, 11.7)
+    ax.text(0.1, 10.6, legend, ha="left", va="top", fontsize=9, color="#444444")
+    ax.set_xlim(0.0, 9.0)
+    ax.set_ylim(-0.3, 11.6)
     ax.set_axis_off()
     figure.tight_layout()
     return figure
@@ -283,7 +291,7 @@ def plot_mask(
                 "\u2713" if matrix[i, j] else "\u00d7",
                 ha="center",
                 va="center",
-                fontsize=8,
+                fontsize=9,
                 color="white" if matrix[i, j] else "#888888",
             )
     ax.set_xticks(range(columns), key_labels, rotation=90 if max(map(len, key_labels), default=0) > 2 else 0)
@@ -303,26 +311,23 @@ def plot_gradient_by_depth(depths: Sequence[int], post_norm: Sequence, pre_norm:
     """Gradient norm at the bottom of the stack against depth, one line per block type. Returns the axes.
 
     ``post_norm`` and ``pre_norm`` hold one entry per depth: a number, or the values of several
-    seeds, drawn as their mean (line) and range (shaded band).
+    seeds, drawn by seaborn (:func:`~attention_book.analysis.plotting.seed_band`) as their mean
+    (line) and range (shaded band).
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.2, 3.4))
+        _, ax = plt.subplots(figsize=(6.0, 3.8))
+    ax.set_xscale("log", base=2)
     top = 0.0
     for values, marker, colour, label in (
-        (post_norm, "o-", "#d55e00", "post-norm: norm(x + sublayer(x))"),
-        (pre_norm, "s-", "#0072b2", "pre-norm: x + sublayer(norm(x))"),
+        (post_norm, "o", "#d55e00", "post-norm: norm(x + sublayer(x))"),
+        (pre_norm, "s", "#0072b2", "pre-norm: x + sublayer(norm(x))"),
     ):
         rows = [[float(v)] if isinstance(v, (int, float)) else [float(x) for x in v] for v in values]
-        mean = [sum(r) / len(r) for r in rows]
-        ax.plot(
-            depths,
-            mean,
-            marker,
-            color=colour,
-            label=label + (f", mean of {len(rows[0])} seeds" if len(rows[0]) > 1 else ""),
-        )
-        if len(rows[0]) > 1:
-            ax.fill_between(depths, [min(r) for r in rows], [max(r) for r in rows], color=colour, alpha=0.2, lw=0)
+        if len({len(r) for r in rows}) != 1:
+            raise ValueError(f"every depth needs the same number of seeds, but got {[len(r) for r in rows]}")
+        seeds = len(rows[0])
+        label += f", mean of {seeds} seeds" if seeds > 1 else ""
+        seed_band(ax, depths, [list(run) for run in zip(*rows)], label=label, colour=colour, marker=marker)
         top = max(top, max(max(r) for r in rows))
     ax.set_xscale("log", base=2)
     ax.set_xticks(list(depths), [str(d) for d in depths])
@@ -332,30 +337,32 @@ def plot_gradient_by_depth(depths: Sequence[int], post_norm: Sequence, pre_norm:
     ax.set_title(
         "How much gradient reaches the first layer (at initialisation)\nshaded: range over the seeds", fontsize=10
     )
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=9, loc="lower left")
     ax.figure.tight_layout()
     return ax
 
 
 def plot_learning_rate_schedules(used: Sequence[float], original: Sequence[float], warmup: int, d_model: int = 512):
-    """Left: the learning rate of each step of one of this chapter's runs. Right: the 2017 schedule.
+    """Top: the learning rate of each step of one of this chapter's runs. Bottom: the 2017 schedule.
 
     ``original`` is lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) for steps 1, 2, ...
+    One above the other, so each keeps the page's width (and its text 9 pt and more) on a phone.
     Returns the figure.
     """
-    figure, (left, right) = plt.subplots(1, 2, figsize=(8.2, 3.2))
-    left.plot(range(1, len(used) + 1), used, color="#0072b2")
-    left.set_title(
-        'this chapter: linear warm-up, linear decay\n(ab.fit(schedule="linear"), the sorting run)', fontsize=9
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(6.0, 5.4))
+    top.plot(range(1, len(used) + 1), used, color="#0072b2")
+    top.set_title(
+        'this chapter: linear warm-up, linear decay\n(ab.fit(schedule="linear"), the sorting run)', fontsize=10
     )
-    left.set_xlabel("step")
-    left.set_ylabel("learning rate")
-    right.plot(range(1, len(original) + 1), original, color="#d55e00")
-    right.axvline(warmup, color="#888888", lw=1, linestyle="--")
-    right.text(warmup * 1.15, max(original) * 0.95, f"warmup = {warmup:,d}", fontsize=8, va="top", color="#555555")
-    right.set_title(f"2017 Transformer: inverse square root\n(d_model = {d_model}, warmup = {warmup:,d})", fontsize=9)
-    right.set_xlabel("step")
-    for ax in (left, right):
+    top.set_xlabel("step")
+    top.set_ylabel("learning rate")
+    bottom.set_ylabel("learning rate")
+    bottom.plot(range(1, len(original) + 1), original, color="#d55e00")
+    bottom.axvline(warmup, color="#888888", lw=1, linestyle="--")
+    bottom.text(warmup * 1.15, max(original) * 0.95, f"warmup = {warmup:,d}", fontsize=9, va="top", color="#555555")
+    bottom.set_title(f"2017 Transformer: inverse square root\n(d_model = {d_model}, warmup = {warmup:,d})", fontsize=10)
+    bottom.set_xlabel("step")
+    for ax in (top, bottom):
         ax.set_ylim(0, None)
         ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     figure.tight_layout()
@@ -375,7 +382,9 @@ def plot_decoding_attention(
 ):
     """Cross-attention (and causal self-attention) of a whole greedy decoding, averaged over heads.
 
-    Rows are the decoding steps, labelled "fed token -> written token". Returns the figure.
+    Rows are the decoding steps, labelled "fed token -> written token". The cross-attention is
+    drawn above the self-attention, each as wide as the page allows, so that the weights
+    written in the cells stay legible on a phone. Returns the figure.
     """
     if source.dim() == 1:
         source = source[None]
@@ -388,22 +397,25 @@ def plot_decoding_attention(
     rows = [f"{a} \u2192 {b}" for a, b in zip(fed, written)]
     cross = found["cross_attention"][layer].mean(0)  # (L, T_in): averaged over heads
     causal = found["self_attention"][layer].mean(0)  # (L, L)
-    figure, (left, right) = plt.subplots(
-        1,
+    cell = min(0.42, 3.6 / max(len(source_labels), len(fed)))  # inches per cell: at most 5.2 in wide
+    figure, (top, bottom) = plt.subplots(
         2,
-        figsize=(2.6 + 0.36 * (len(source_labels) + len(fed)), 1.4 + 0.4 * len(rows)),
-        gridspec_kw={"width_ratios": [len(source_labels), len(fed)]},
+        1,
+        figsize=(1.6 + cell * max(len(source_labels), len(fed)), 2.2 + 2 * cell * len(rows)),
+        gridspec_kw={"height_ratios": [1, 1]},
     )
-    plot_attention(cross, rows, source_labels, ax=left, title="cross-attention to the source", colorbar=False)
-    left.set_xlabel("source tokens (keys)")
-    left.set_ylabel("decoding step: fed \u2192 written")
-    plot_attention(causal, rows, fed, ax=right, title="causal self-attention", colorbar=False)
-    right.set_xlabel("tokens fed so far (keys)")
-    right.set_ylabel("")
-    right.set_yticks(range(len(rows)), [""] * len(rows))
+    plot_attention(cross, rows, source_labels, ax=top, title="cross-attention to the source", colorbar=False)
+    top.set_xlabel("source tokens (keys)")
+    top.set_ylabel("step: fed \u2192 written")
+    plot_attention(causal, rows, fed, ax=bottom, title="causal self-attention", colorbar=False)
+    bottom.set_xlabel("tokens fed so far (keys)")
+    bottom.set_ylabel("step: fed \u2192 written")
+    for ax, columns in ((top, len(source_labels)), (bottom, len(fed))):
+        ax.set_aspect("equal")  # square cells in both maps, whatever their number of columns
+        ax.set_xlim(-0.5, columns - 0.5)
     layer_name = f"layer {layer % len(found['cross_attention'])}"
     figure.suptitle(
-        title or f"Greedy decoding of {' '.join(source_labels)} ({layer_name}, average of the heads)", fontsize=10
+        title or f"Greedy decoding of {' '.join(source_labels)}\n({layer_name}, average of the heads)", fontsize=10
     )
     figure.tight_layout()
     return figure
