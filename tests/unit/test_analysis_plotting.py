@@ -128,6 +128,20 @@ def test_seed_band_draws_the_mean_and_the_whole_range_of_the_seeds():
     plt.close(figure)
 
 
+def test_seed_band_can_draw_the_median_of_the_seeds_as_numpy_takes_it_under_a_later_log_scale():
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from attention_book.analysis.plotting import seed_band
+
+    runs = np.array([[1e-1, 1e-9], [1e-3, 1e-3], [2e-3, 1e-20], [1.0, 1e-5]])  # (seeds=4, x=2)
+    figure, ax = plt.subplots()
+    line = seed_band(ax, [5, 10], runs, label="model", estimator="median")
+    ax.set_yscale("log")
+    assert np.allclose(line.get_ydata(), np.median(runs, axis=0))
+    plt.close(figure)
+
+
 def test_seed_band_names_the_shape_it_needs():
     import matplotlib.pyplot as plt
     import numpy as np
@@ -140,4 +154,6 @@ def test_seed_band_names_the_shape_it_needs():
         seed_band(ax, [1, 2], np.ones((2, 3)), label="x")
     with pytest.raises(ValueError, match="interval must be one of"):
         seed_band(ax, [1, 2], np.ones((2, 2)), label="x", interval="sd")
+    with pytest.raises(ValueError, match="estimator must be 'mean' or 'median'"):
+        seed_band(ax, [1, 2], np.ones((2, 2)), label="x", estimator="max")
     plt.close(figure)

@@ -106,6 +106,68 @@ def test_chapter_2_recall_figures_show_both_maps_and_the_lookups():
     assert sum(len(ax.images) for ax in lookups.axes) == 3 and lookups._suptitle.get_text()
 
 
+def test_chapter_1_draws_two_maps_one_above_the_other_with_one_colour_bar():
+    words = ["the", "bank", "of"]
+    weights = torch.softmax(torch.randn(3, 3), dim=-1)
+    figure = chapter01.plot_attention_pair(
+        weights, weights[[2, 0, 1]][:, [2, 0, 1]], words, ["of", "the", "bank"], ("a", "b")
+    )
+    top, bottom = figure.axes[:2]
+    assert [top.get_title(), bottom.get_title()] == ["a", "b"]
+    assert top.get_position().y0 > bottom.get_position().y1  # one above the other
+    assert [t.get_text() for t in bottom.get_yticklabels()] == ["of", "the", "bank"]
+    assert sum(1 for ax in figure.axes if ax.get_ylabel() == "attention weight") == 1
+    assert len(top.texts) == len(bottom.texts) == 9  # every weight written in its cell
+
+
+def test_chapter_1_and_2_figures_are_legible_on_a_phone():
+    """Drawn as the chapters' kernels draw them (100 dpi, cropped to what is drawn), each figure's smallest
+    text is at least 7 px on a 390 px phone and 8 px on the desktop page (issue 29; tools/figure_audit.py)."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from PIL import Image
+
+    from tests.helpers import tool
+
+    audit = tool("figure_audit")
+    task = ab.AssociativeRecall(5, seed=0)
+    torch.manual_seed(0)
+    model = RecallModel(len(task.vocab), max_len=10)
+    runs = torch.rand(5, 4)
+    words = ["the", "bank", "of", "the", "river"]
+    history = ab.History(step_loss=[0.7] * 63, epoch=[1], valid_metric=[0.99], steps=63)
+    figures = {
+        "bottleneck": chapter01.plot_bottleneck(
+            [4, 8, 12, 16], torch.rand(2, 5, 4), 1 / 8, ["one fixed vector", "attention over the encoder states"]
+        ),
+        "tokens": chapter01.plot_tokens_and_outputs(
+            ["the", "river", "bank"], torch.tensor([[0.0, 0], [1, 0], [1, 1]]), torch.full((3, 2), 0.6)
+        ),
+        "influence": chapter01.plot_influence(
+            [5, 10, 20, 50], {"recurrent layer": runs.T.tolist(), "attention": runs.T.tolist()}
+        ),
+        "saturation": chapter01.plot_saturation([2, 8, 32, 128], runs, runs, runs, runs, 8),
+        "costs": chapter01.plot_layer_costs([8, 64, 512], {"attention": [8, 64, 512]}, {"T = 2.5 d = 160": 160}),
+        "pair": chapter01.plot_attention_pair(
+            torch.full((5, 5), 0.2), torch.full((5, 5), 0.2), words, words, ("The sentence", "Shuffled")
+        ),
+        "flow": chapter01.plot_attention_flow(),
+        "recall": chapter02.plot_recall_attention(model, task.tokens[0], task.vocab),
+        "lookups": chapter02.plot_lookups(model, task.tokens[1:5], task.vocab),
+        "training": history.plot(title="Associative recall: training loss", metric="validation accuracy"),
+    }
+    for name, figure in figures.items():
+        figure = getattr(figure, "figure", figure)
+        smallest = audit.smallest_text_px(figure)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        width = Image.open(buffer).width
+        plt.close(figure)
+        assert audit.shown_px(smallest, width, audit.PHONE_COLUMN_PX) >= audit.PHONE_MIN_PX, (name, width, smallest)
+        assert audit.shown_px(smallest, width) >= audit.MIN_PX, (name, width, smallest)
+
+
 # ---------------------------------------------------------------------------------
 # Chapter 3
 

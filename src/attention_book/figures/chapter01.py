@@ -1,7 +1,11 @@
 """Chapter 1's figures: the bottleneck experiment, tokens and outputs in the plane, saturation of the softmax, costs and timings against T.
 
 Presentation only: chapter 1 computes every number it plots in its own cells (the costs
-and timings come from :mod:`attention_book.analysis.cost`).
+and timings come from :mod:`attention_book.analysis.cost`). Every figure is at most
+:data:`~attention_book.analysis.plotting.PAGE_INCHES` wide with no text under 9 pt, so it stays
+legible on a 390 px phone. The lines over seeds (bottleneck, influence, saturation) are drawn by
+seaborn through :func:`~attention_book.analysis.plotting.seed_band`; the diagrams, scatter and
+cost curves are plain matplotlib (one value per point: nothing to aggregate).
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import numpy as np
 from matplotlib.patches import Polygon
 
 from ..analysis.formatting import to_numpy
+from ..analysis.plotting import PAGE_INCHES, plot_attention, seed_band
 
 __all__ = [
     "plot_attention_flow",
+    "plot_attention_pair",
     "plot_bottleneck",
     "plot_influence",
     "plot_layer_costs",
@@ -58,7 +64,7 @@ def plot_tokens_and_outputs(
     """
     inputs, outputs = _points_of_tokens(tokens, inputs, outputs)
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.0, 4.0), layout="constrained")
+        _, ax = plt.subplots(figsize=(5.0, 5.6), layout="constrained")
     if len(inputs) >= 3:
         centre = inputs.mean(axis=0)
         order = np.argsort(np.arctan2(inputs[:, 1] - centre[1], inputs[:, 0] - centre[0]))
@@ -99,41 +105,42 @@ def plot_tokens_and_outputs(
     ax.set_xlabel(feature_names[0])
     ax.set_ylabel(feature_names[1])
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.03, 1.0), fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), fontsize=9, ncols=2)
     if title:
         ax.set_title(title)
     return ax
 
 
 def plot_saturation(dims, saturated_unscaled, saturated_scaled, slope_unscaled, slope_scaled, num_keys: int):
-    """Two panels against d_k: the share of saturated queries, and the median slope a(1 - a).
+    """Two panels against d_k, one above the other: the share of saturated queries (top), and
+    the median slope a(1 - a) (bottom).
 
     Each argument after ``dims`` is (seeds, len(dims)): the line is the mean over the seeds,
-    the band their range. Unscaled scores in one colour, scaled by 1/sqrt(d_k) in another.
-    The slope is drawn on a log scale, since unscaled it falls by orders of magnitude.
+    the band their range (seaborn). Unscaled scores in one colour, scaled by 1/sqrt(d_k) in
+    another. The slope is drawn on a log scale, since unscaled it falls by orders of magnitude.
     """
-    figure, (left, right) = plt.subplots(1, 2, figsize=(8.6, 3.4), layout="constrained")
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_INCHES - 0.4, 6.4), layout="constrained")
     styles = (
-        ("o-", "#d62728", r"unscaled: softmax$(q \cdot k)$"),
-        ("s-", "#1f4e79", r"scaled: softmax$(q \cdot k / \sqrt{d_k})$"),
+        ("o", "#d62728", r"unscaled: softmax$(q \cdot k)$"),
+        ("s", "#1f4e79", r"scaled: softmax$(q \cdot k / \sqrt{d_k})$"),
     )
-    for ax, runs in ((left, (saturated_unscaled, saturated_scaled)), (right, (slope_unscaled, slope_scaled))):
+    for ax, runs in ((top, (saturated_unscaled, saturated_scaled)), (bottom, (slope_unscaled, slope_scaled))):
         for values, (marker, colour, label) in zip(runs, styles):
             values = to_numpy(values).reshape(-1, len(dims))  # (seeds, widths)
-            ax.plot(dims, values.mean(axis=0), marker, color=colour, label=label)
-            ax.fill_between(dims, values.min(axis=0), values.max(axis=0), color=colour, alpha=0.2, linewidth=0)
+            seed_band(ax, dims, values, label=label, colour=colour, marker=marker, markeredgewidth=0)
         ax.set_xscale("log", base=2)
         ax.set_xticks(dims, [str(d) for d in dims])
         ax.minorticks_off()
         ax.set_xlabel("width of queries and keys $d_k$")
         ax.grid(alpha=0.3)
-    left.set_ylim(-0.02, 1.02)
-    left.set_ylabel("share of queries")
-    left.set_title(f"Saturated: largest of {num_keys} weights > 0.99")
-    left.legend(fontsize=8, loc="upper left")
-    right.set_yscale("log")
-    right.set_ylabel("median $a(1 - a)$ (log scale)")
-    right.set_title("How much the largest weight can still move")
+    top.set_ylim(-0.02, 1.02)
+    top.set_ylabel("share of queries")
+    top.set_title(f"Saturated: largest of {num_keys} weights > 0.99")
+    top.legend(fontsize=9, loc="upper left")
+    bottom.get_legend().remove()
+    bottom.set_yscale("log")
+    bottom.set_ylabel("median $a(1 - a)$ (log scale)")
+    bottom.set_title("How much the largest weight can still move")
     return figure
 
 
@@ -170,7 +177,7 @@ def plot_bottleneck(
     """Accuracy against the sequence length, one line per model: the mean over seeds and their range.
 
     ``accuracy`` is (models, seeds, len(lengths)); ``labels`` names the models; a dotted
-    line marks ``chance`` (guessing one symbol at random).
+    line marks ``chance`` (guessing one symbol at random). The lines and bands are seaborn's.
     """
     values = to_numpy(accuracy)  # (models, seeds, lengths)
     if values.ndim != 3 or values.shape[0] != len(labels) or values.shape[2] != len(lengths):
@@ -178,17 +185,16 @@ def plot_bottleneck(
             f"accuracy must be (models={len(labels)}, seeds, lengths={len(lengths)}), but shape {values.shape} was given"
         )
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
-    for runs, label, (marker, colour) in zip(values, labels, (("o-", "#d62728"), ("s-", "#1f4e79"))):
-        ax.plot(lengths, runs.mean(axis=0), marker, color=colour, label=label)
-        ax.fill_between(lengths, runs.min(axis=0), runs.max(axis=0), color=colour, alpha=0.2, linewidth=0)
+        _, ax = plt.subplots(figsize=(5.4, 3.6), layout="constrained")
+    for runs, label, (marker, colour) in zip(values, labels, (("o", "#d62728"), ("s", "#1f4e79"))):
+        seed_band(ax, lengths, runs, label=label, colour=colour, marker=marker, markeredgewidth=0)
     ax.axhline(chance, linestyle=":", color="grey", label=f"chance (1/{round(1 / chance)})")
     ax.set_ylim(0, 1.02)
     ax.set_xticks(lengths, [str(T) for T in lengths])
     ax.set_xlabel("length of the sequence to copy (symbols)")
     ax.set_ylabel("share of output symbols right")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=9, loc="lower left")
     if title:
         ax.set_title(title)
     return ax
@@ -209,7 +215,7 @@ def plot_layer_costs(
     """
     lengths = np.asarray(lengths, dtype=float)
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.2, 3.8), layout="constrained")
+        _, ax = plt.subplots(figsize=(5.6, 3.8), layout="constrained")
     styles = ("-", "--", "-.", ":")
     for index, (name, values) in enumerate(costs.items()):
         per_token = np.asarray(values, dtype=float) / lengths
@@ -217,12 +223,12 @@ def plot_layer_costs(
     for label, T in crossovers.items():
         ax.axvline(T, color="grey", linewidth=0.8, linestyle=(0, (4, 3)))
         ax.annotate(
-            label, (T, ax.get_ylim()[1]), xytext=(3, -3), textcoords="offset points", fontsize=8, va="top", rotation=90
+            label, (T, ax.get_ylim()[1]), xytext=(3, -3), textcoords="offset points", fontsize=9, va="top", rotation=90
         )
     ax.set_xlabel("sequence length T (tokens)")
     ax.set_ylabel("multiply-adds per token")
     ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=9, loc="upper left")
     if title:
         ax.set_title(title)
     return ax
@@ -234,26 +240,41 @@ def plot_influence(
     """The first token's relative influence on the last output against T, on a log axis.
 
     ``runs`` maps a layer's name to one list of values per length (one value per seed): the
-    line is the median over the seeds, the band their range.
+    line is the median over the seeds, the band their range (seaborn).
     """
     if ax is None:
-        _, ax = plt.subplots(figsize=(5.6, 3.6), layout="constrained")
-    for (name, values), (marker, colour) in zip(runs.items(), (("o-", "#d62728"), ("s-", "#1f4e79"))):
+        _, ax = plt.subplots(figsize=(5.4, 3.6), layout="constrained")
+    for (name, values), (marker, colour) in zip(runs.items(), (("o", "#d62728"), ("s", "#1f4e79"))):
         values = np.asarray(values, dtype=float)  # (lengths, seeds)
         if values.shape[0] != len(lengths):
             raise ValueError(
                 f"{name!r} has values for {values.shape[0]} lengths, but {len(lengths)} lengths were given"
             )
-        ax.plot(lengths, np.median(values, axis=1), marker, color=colour, label=name)
-        ax.fill_between(lengths, values.min(axis=1), values.max(axis=1), color=colour, alpha=0.2, linewidth=0)
+        # (seeds, lengths); the median before the log scale is set, so it is numpy's median
+        seed_band(
+            ax, lengths, values.T, label=name, colour=colour, marker=marker, estimator="median", markeredgewidth=0
+        )
     ax.set_yscale("log")
     ax.set_xlabel("sequence length T (tokens)")
     ax.set_ylabel("first token's influence on the last output\n(relative to the last token's, log scale)")
     ax.grid(alpha=0.3, which="major")
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=9, loc="lower left")
     if title:
         ax.set_title(title)
     return ax
+
+
+def plot_attention_pair(first, second, first_labels, second_labels, titles: tuple[str, str]):
+    """Two (T, T) attention maps one above the other, with one colour bar for both. Returns the figure.
+
+    Stacked rather than side by side so that the weights written in the cells stay legible
+    on a phone; ``first_labels`` and ``second_labels`` label each map's rows and columns.
+    """
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(4.9, 6.6), layout="constrained")
+    plot_attention(first, first_labels, first_labels, ax=top, title=titles[0], colorbar=False)
+    plot_attention(second, second_labels, second_labels, ax=bottom, title=titles[1], colorbar=False)
+    figure.colorbar(top.images[0], ax=[top, bottom], shrink=0.6, label="attention weight")
+    return figure
 
 
 def plot_attention_flow(ax=None):

@@ -1,4 +1,8 @@
-"""Chapter 2's figures: the two attention maps of the recall model, and its lookups side by side."""
+"""Chapter 2's figures: the two attention maps of the recall model, and its lookups one above the other.
+
+Both are narrow enough (about 5 in) that the weights written in the cells stay legible on a
+390 px phone.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +25,10 @@ def plot_recall_attention(model: RecallModel, tokens: torch.Tensor, vocab: Vocab
     binding, lookup = attention_maps(model, tokens[None])
     labels = [vocab.tokens[i] for i in tokens.tolist()]
     figure, (top, bottom) = plt.subplots(
-        2, 1, figsize=(6.4, 7.0), gridspec_kw={"height_ratios": [len(labels), 1.6]}, layout="constrained"
+        2, 1, figsize=(5.0, 7.0), gridspec_kw={"height_ratios": [len(labels), 1.6]}, layout="constrained"
     )
     plot_attention(
-        binding[0], labels, labels, ax=top, title="Layer 1 (binding): each token reads itself and the token before"
+        binding[0], labels, labels, ax=top, title="Layer 1 (binding):\neach token reads itself and the token before"
     )
     plot_attention(
         lookup,
@@ -32,7 +36,7 @@ def plot_recall_attention(model: RecallModel, tokens: torch.Tensor, vocab: Vocab
         labels,
         ax=bottom,
         colorbar=False,
-        title=f"Layer 2 (lookup): the asked key '{labels[-1]}' reads the store",
+        title=f"Layer 2 (lookup):\nthe asked key '{labels[-1]}' reads the store",
     )
     bottom.set_ylabel("query")
     if title:
@@ -47,7 +51,7 @@ def plot_lookups(model: RecallModel, tokens: torch.Tensor, vocab: Vocabulary, ti
     """
     _, lookup = attention_maps(model, tokens)  # (examples, T)
     count = len(tokens)
-    figure, axes = plt.subplots(count, 1, figsize=(6.4, 0.5 + 0.95 * count), layout="constrained", squeeze=False)
+    figure, axes = plt.subplots(count, 1, figsize=(5.0, 0.7 + 0.95 * count), layout="constrained", squeeze=False)
     for ax, row, weights in zip(axes[:, 0], tokens, lookup):
         labels = [vocab.tokens[i] for i in row.tolist()]
         plot_attention(weights, [f"{labels[-1]} asks"], labels, ax=ax, colorbar=False)
@@ -56,5 +60,5 @@ def plot_lookups(model: RecallModel, tokens: torch.Tensor, vocab: Vocabulary, ti
     axes[-1, 0].set_xlabel("keys: the tokens of each sequence")
     figure.supylabel("query: the asked key", fontsize=10)
     figure.colorbar(axes[0, 0].images[0], ax=axes[:, 0].tolist(), fraction=0.04, pad=0.02, label="attention weight")
-    figure.suptitle(title or "Where the asked key looks, in held-out sequences")
+    figure.suptitle(title or "Where the asked key looks, in held-out sequences", wrap=True)
     return figure

@@ -67,7 +67,7 @@ class History:
         import matplotlib.pyplot as plt
 
         if ax is None:
-            _, ax = plt.subplots(figsize=(6, 3.2))
+            _, ax = plt.subplots(figsize=(5.6, 3.2))
         ax.plot(range(1, len(self.step_loss) + 1), self.step_loss, color="#1f77b4", label="training loss")
         ax.set_xlabel("step")
         ax.set_ylabel("loss (cross-entropy)")
@@ -86,7 +86,7 @@ class History:
             right.set_ylabel(metric)
             right.set_ylim(0, 1.02)
             lines = ax.get_lines() + right.get_lines()
-            right.legend(lines, [line.get_label() for line in lines], loc="center right", fontsize=8)
+            right.legend(lines, [line.get_label() for line in lines], loc="center right", fontsize=9)
         ax.figure.tight_layout()
         return ax
 
