@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.book.site_support import BUILD, HTML, _browser_paths, _build_site
+from tests.book.site_support import BROWSER_MISSING, BUILD, HTML, _browser_paths, _build_site, headless_chromium
 
 
 @pytest.fixture(scope="session")
@@ -39,40 +37,10 @@ def site() -> Path:
 
 @pytest.fixture(scope="module")
 def browser():
-    paths = _browser_paths()
-    if paths is None:
-        message = "Chromium and chromedriver are needed (Debian packages chromium, chromium-driver; `make browser`)"
+    """Headless Chromium for the built site: no network and no name resolves, its console kept."""
+    if _browser_paths() is None:
         if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(message + "; under CI=true the browser test must run")
-        pytest.skip(message)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager fetch anything
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")
-    options = Options()
-    options.binary_location = paths[0]
-    for argument in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        # No network: every connection goes to a closed local port, every name fails.
-        "--proxy-server=127.0.0.1:9",
-        "--host-resolver-rules=MAP * ~NOTFOUND",
-        "--window-size=1280,1500",
-        "--hide-scrollbars",
-    ):
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(paths[1]), options=options)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
-    yield driver
-    driver.quit()
-    shutil.rmtree(profile, ignore_errors=True)
+            pytest.fail(BROWSER_MISSING + "; under CI=true the browser test must run")
+        pytest.skip(BROWSER_MISSING)
+    with headless_chromium(names_resolve=False, console_log=True, timeout_s=60) as driver:
+        yield driver

@@ -15,7 +15,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.book.site_support import headless_chromium
+from tests.helpers import ROOT
+
 JUPYTER = ROOT / ".venv" / "bin" / "jupyter"
 LAB_SETTINGS = ROOT / "tools" / "lab-settings"  # what `make lab` passes: saves widget state
 SERVER_CONFIG = ROOT / "tools" / "jupyter_server_config.py"  # and this: no Nagle delay on the websocket
@@ -185,45 +187,7 @@ def widgets_drawn(driver, kinds: list[str], timeout_s: float = 60) -> dict:
 @contextlib.contextmanager
 def chromium(width: int = 1280, height: int = 1500):
     """Headless Chromium that reaches 127.0.0.1 (JupyterLab) and nothing else: every other
-    connection goes through a proxy on a closed port (loopback bypasses proxies)."""
-    import tempfile
-
-    from selenium import webdriver
-    from selenium.webdriver.chrome.options import Options
-    from selenium.webdriver.chrome.service import Service
-
-    from tests.book.site_support import _browser_paths
-
-    paths = _browser_paths()
-    if paths is None:
-        raise RuntimeError(
-            "Chromium and chromedriver are needed (Debian packages chromium, chromium-driver; `make browser`)"
-        )
-    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager fetch anything
-    profile = tempfile.mkdtemp(prefix="chromium-lab-")
-    options = Options()
-    options.binary_location = paths[0]
-    for argument in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--proxy-server=127.0.0.1:9",
-        f"--window-size={width},{height}",
-        "--hide-scrollbars",
-    ):
-        options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(paths[1]), options=options)
-    driver.set_page_load_timeout(120)
-    driver.set_script_timeout(120)
-    try:
+    connection goes through a proxy on a closed port (loopback bypasses proxies). Host names
+    still resolve, and a JupyterLab page gets 120 s to load or run a script."""
+    with headless_chromium(width=width, height=height, timeout_s=120, profile_prefix="chromium-lab-") as driver:
         yield driver
-    finally:
-        driver.quit()
-        import shutil
-
-        shutil.rmtree(profile, ignore_errors=True)

@@ -1,11 +1,13 @@
 """What the site tests share: where the build goes, building it, and a browser's page helpers.
 
 The fixtures ``site`` (the built site, once per run) and ``browser`` (headless Chromium,
-offline) are in tests/book/conftest.py; the functions they and the tests use are here.
+offline) are in tests/book/conftest.py; the functions they and the tests use are here, with
+``headless_chromium``, the one builder of the tests' browsers (the JupyterLab tests' too).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -59,6 +61,80 @@ def _browser_paths() -> tuple[str, str] | None:
         "/usr/bin/chromedriver" if Path("/usr/bin/chromedriver").exists() else None
     )
     return (chromium, driver) if chromium and driver else None
+
+
+BROWSER_MISSING = "Chromium and chromedriver are needed (Debian packages chromium, chromium-driver; `make browser`)"
+
+
+@contextlib.contextmanager
+def headless_chromium(
+    *,
+    width: int = 1280,
+    height: int = 1500,
+    names_resolve: bool = True,
+    console_log: bool = False,
+    timeout_s: float = 60,
+    profile_prefix: str = "chromium-profile-",
+):
+    """Headless Chromium driven by selenium, with no network: the one builder of the tests' browsers.
+
+    Every connection goes through a proxy on a closed local port; loopback bypasses proxies, so
+    127.0.0.1 (a JupyterLab the test started) is reachable and nothing else is. What differs
+    between the two users, the site's ``browser`` fixture (tests/book/conftest.py) and
+    JupyterLab's ``chromium`` (tests/book/lab_support.py), is a parameter:
+
+    * ``names_resolve=False`` also makes every host name fail to resolve (the built site is
+      read from ``file://`` and must not even look a name up);
+    * ``console_log=True`` keeps the page's console messages for ``driver.get_log("browser")``;
+    * ``timeout_s`` bounds a page load and an asynchronous script (a JupyterLab page takes longer);
+    * ``profile_prefix`` names the throw-away profile folder (removed on exit).
+
+    Raises RuntimeError when Chromium or chromedriver is not installed (see ``_browser_paths``).
+    """
+    import tempfile
+
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    paths = _browser_paths()
+    if paths is None:
+        raise RuntimeError(BROWSER_MISSING)
+    os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager fetch anything
+    profile = tempfile.mkdtemp(prefix=profile_prefix)
+    options = Options()
+    options.binary_location = paths[0]
+    arguments = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--proxy-server=127.0.0.1:9",  # every connection but loopback goes to a closed port
+        f"--window-size={width},{height}",
+        "--hide-scrollbars",
+    ]
+    if not names_resolve:
+        arguments.append("--host-resolver-rules=MAP * ~NOTFOUND")  # and every name fails
+    for argument in arguments:
+        options.add_argument(argument)
+    if console_log:
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        driver = webdriver.Chrome(service=Service(paths[1]), options=options)
+    except BaseException:
+        shutil.rmtree(profile, ignore_errors=True)
+        raise
+    driver.set_page_load_timeout(timeout_s)
+    driver.set_script_timeout(timeout_s)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
 WAIT_FOR_PAGE = """
