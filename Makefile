@@ -64,10 +64,12 @@ book: $(STAMP) $(NODE_STAMP)
 exercises: $(STAMP)
 	$(PY) tools/generate_exercises.py notebooks notebooks/exercises   # writes notebooks/colab/ too
 
-# One pytest-xdist worker per CPU core (tests/conftest.py gives each one PyTorch thread); the
-# site is built once per run whichever workers its tests land on (see tests/book/test_site.py).
+# One pytest-xdist worker per CPU core (tests/conftest.py gives each one PyTorch thread); an idle
+# worker steals pending tests from a busy one (worksteal). The longest tests run first (the last
+# run's durations, kept in .pytest_cache), the site tests last; the site is built once per run,
+# started by the controller beside the workers (tests/conftest.py, tests/book/site_support.py).
 test: $(STAMP) $(NODE_STAMP) browser
-	$(BIN)/pytest tests -n auto --durations=15
+	$(BIN)/pytest tests -n auto --dist worksteal --durations=15
 
 # JupyterLab refuses to run as root (the usual user in a container) unless told it may.
 # tools/lab-settings turns on "save widget state", so a saved chapter reopens with its widgets' pictures;

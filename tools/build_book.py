@@ -20,6 +20,9 @@ AVX-512, MKL limited to SSE4.2, one thread): training runs then round differentl
 with other weights, as they do on another CPU, a GPU or Colab. ``make test`` builds the site
 so, while nbval runs the chapters in the native configuration: every chapter runs, with every
 assert, under both (BOOK_DESIGN.md, "The same book on every machine").
+``--train-seeds`` trains every seed of chapters 4 and 6 rather than loading seeds 1-4
+(``ATTENTION_BOOK_SEEDS=train``, which the chapters offer readers); ``make test`` adds it, so a
+reader on another machine who trains every seed is held to every statement too.
 """
 
 from __future__ import annotations
@@ -217,9 +220,10 @@ def _drop_outputs_of_another_package(build_dir: Path, environment: dict[str, str
     stamp.write_text(digest.hexdigest())
 
 
-def build(build_dir: Path, *, builder: str = "html", other_machine: bool = False) -> float:
+def build(build_dir: Path, *, builder: str = "html", other_machine: bool = False, train_seeds: bool = False) -> float:
     """Build the site into build_dir/html (chapters executed under :data:`OTHER_MACHINE` if
-    ``other_machine``); returns the seconds the build took."""
+    ``other_machine``; with every seed trained, none loaded, if ``train_seeds``); returns the
+    seconds the build took."""
     build_dir = build_dir.resolve()
     if build_dir.name != "_build":
         raise SystemExit(f"jupyter-book always writes to a folder named _build; got {build_dir}")
@@ -231,6 +235,8 @@ def build(build_dir: Path, *, builder: str = "html", other_machine: bool = False
         print(f"build_book: {entry} does not exist yet; left out of this build")
     build_dir.mkdir(parents=True, exist_ok=True)
     environment = {**os.environ, **(OTHER_MACHINE if other_machine else {})}
+    if train_seeds:
+        environment["ATTENTION_BOOK_SEEDS"] = "train"  # the chapters' StoredRuns train every seed
     _drop_outputs_of_another_package(build_dir, environment)
     toc_path = build_dir / "_toc.effective.yml"
     toc_path.write_text(
@@ -269,14 +275,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="execute the chapters under the second numerical configuration (OTHER_MACHINE), as make test does",
     )
+    parser.add_argument(
+        "--train-seeds",
+        action="store_true",
+        help="train every seed of chapters 4 and 6 instead of loading seeds 1-4 (ATTENTION_BOOK_SEEDS=train), "
+        "as make test does",
+    )
     arguments = parser.parse_args(argv)
     if arguments.vendor_only:
         vendor_assets()
         return 0
     folder = ROOT / arguments.build_dir if not Path(arguments.build_dir).is_absolute() else Path(arguments.build_dir)
-    seconds = build(folder, other_machine=arguments.other_machine)
+    seconds = build(folder, other_machine=arguments.other_machine, train_seeds=arguments.train_seeds)
     index = (ROOT / arguments.build_dir / "html" / "index.html").resolve()
     where = " (chapters executed under the second numerical configuration)" if arguments.other_machine else ""
+    where += " (every seed trained, none loaded)" if arguments.train_seeds else ""
     print(f"Built in {seconds:.0f} s{where}: {index}")
     return 0
 

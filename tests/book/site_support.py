@@ -8,6 +8,7 @@ offline) are in tests/book/conftest.py; the functions they and the tests use are
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -38,8 +39,10 @@ def _build_site() -> None:
     start = time.perf_counter()
     with log.open("w") as handle:
         completed = subprocess.run(
-            # executed as on another machine: nbval runs the chapters in the native configuration
-            [sys.executable, str(ROOT / "tools" / "build_book.py"), str(BUILD), "--other-machine"],
+            # Executed as on another machine, where a reader trains every seed of chapters 4 and 6
+            # (ATTENTION_BOOK_SEEDS=train): every statement of theirs must hold for such a reader.
+            # nbval runs the chapters in this machine's configuration, with the stored seeds.
+            [sys.executable, str(ROOT / "tools" / "build_book.py"), str(BUILD), "--other-machine", "--train-seeds"],
             cwd=ROOT,
             stdout=handle,
             stderr=subprocess.STDOUT,
@@ -49,6 +52,39 @@ def _build_site() -> None:
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
     assert completed.returncode == 0, f"the site did not build (log: {log}):\n{tail}"
     print(f"site built in {seconds:.0f} s")
+
+
+def build_site_once(run: str | None) -> Path:
+    """Build the site once per test run, whichever process asks first.
+
+    The builder holds a lock on ``_build/.site.lock`` and leaves the run's id beside it
+    (``_build/.site-built-for-run``); a process of the same run that finds that id reuses the
+    build. With pytest-xdist, the run's controller starts building before the workers start
+    (tests/conftest.py, :func:`start_background_build`), so the site is ready by the time the
+    site tests, which run last, need it; a run without xdist builds when a test first asks.
+    """
+    BUILD.mkdir(parents=True, exist_ok=True)
+    marker = BUILD / ".site-built-for-run"
+    with (BUILD / ".site.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if run and marker.is_file() and marker.read_text() == run and (HTML / "index.html").is_file():
+            return HTML
+        marker.unlink(missing_ok=True)
+        _build_site()
+        if run:
+            marker.write_text(run)
+    return HTML
+
+
+def start_background_build(run: str) -> subprocess.Popen:
+    """Start :func:`build_site_once` for ``run`` in a process of its own (its output: the build log)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.book.site_support", run],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=(ARTIFACTS / "background-build.log").open("w"),
+    )
 
 
 def _pages(site: Path) -> list[Path]:
@@ -223,3 +259,7 @@ def _check_page(driver, url: str, *, expect_figure: bool) -> dict:
     if report["widgetViews"]:
         assert report["renderedWidgets"] > 0, f"{url}: {report['widgetViews']} widget views, none rendered"
     return report
+
+
+if __name__ == "__main__":  # python -m tests.book.site_support RUN_ID: what start_background_build runs
+    build_site_once(sys.argv[1])
