@@ -1166,12 +1166,140 @@ export function keyValueData(inputs, saved, { exact = false } = {}) {
   };
 }
 
+// -- chapter 1: attention_book.widgets.attention_explorer ---------------------------------
+// drawn_vector's generator (defined in the comment above it in attention_explorer.py), step
+// for step: 32-bit integers kept unsigned (>>> 0) and multiplied with Math.imul, floats in
+// float64 with the same operations in the same order, ln written out as there, so a word
+// gets the same float32 numbers here as in Python.
+const GOLDEN32 = 0x9e3779b9;
+function mix32(x) {  // _mix32: MurmurHash3's 32-bit finaliser
+  x = (x ^ (x >>> 16)) >>> 0;
+  x = Math.imul(x, 0x85ebca6b) >>> 0;
+  x = (x ^ (x >>> 13)) >>> 0;
+  x = Math.imul(x, 0xc2b2ae35) >>> 0;
+  return (x ^ (x >>> 16)) >>> 0;
+}
+function fnv1a(bytes) {  // _fnv1a: the 32-bit FNV-1a hash
+  let h = 0x811c9dc5;
+  for (const byte of bytes) h = Math.imul(h ^ byte, 0x01000193) >>> 0;
+  return h;
+}
+export function naturalLog(x) {  // _natural_log: ln(x) for 0 < x < 1 with + - * / only
+  let exponent = 0;
+  while (x < 1) {
+    x *= 2;
+    exponent -= 1;
+  }
+  if (x > 1.4142135623730951) {
+    x /= 2;
+    exponent += 1;
+  }
+  const t = (x - 1) / (x + 1);
+  const t2 = t * t;
+  let term = t;
+  let total = 0;
+  for (let k = 1; k < 30; k += 2) {
+    total += term / k;
+    term *= t2;
+  }
+  return 2 * total + exponent * 0.6931471805599453;
+}
+export function drawnVector(word, seed, dim) {  // drawn_vector, as float32 numbers
+  const key = mix32((fnv1a(new TextEncoder().encode(word)) + mix32(seed >>> 0)) >>> 0);
+  let counter = 0;
+  const normals = [];
+  while (normals.length < dim) {
+    const pair = [];
+    for (let n = 0; n < 2; n += 1) {
+      counter += 1;
+      const bits = mix32((key + Math.imul(counter, GOLDEN32)) >>> 0);
+      pair.push((bits + 0.5) / 2147483648 - 1);  // (-1, 1)
+    }
+    const [a, b] = pair;
+    const s = a * a + b * b;
+    if (s > 0 && s < 1) {
+      const factor = Math.sqrt((-2 * naturalLog(s)) / s);
+      normals.push(a * factor, b * factor);
+    }
+  }
+  return normals.slice(0, dim).map((v) => Math.fround(v));
+}
+
+// AttentionExplorer._parse_sentence: the words, or the kernel's message.
+export function parseSentence(text, saved) {
+  const words = pySplit(text);
+  if (!words.length) throw new WidgetInputError("the sentence is empty: type a few words separated by spaces", "sentence");
+  if (words.length > saved.max_tokens) {
+    throw new WidgetInputError(`the sentence has ${words.length} words; this widget shows at most ${saved.max_tokens}`, "sentence");
+  }
+  if (!saved.drawn) {
+    const known = saved.vocabulary.words;
+    const unknown = [...new Set(words)].filter((word) => !known.includes(word));
+    if (unknown.length) {
+      throw new WidgetInputError(
+        `unknown token${unknown.length > 1 ? "s" : ""} ${unknown.map((word) => pyRepr(word)).join(", ")}: ` +
+          `this sentence's vectors were given, so only these tokens have one: ${known.join(", ")}`, "sentence");
+    }
+  }
+  return words;
+}
+
+// AttentionExplorer.compute (float32 in torch, float64 here): for every temperature stop,
+// with and without the sqrt(d_k) scale and the causal mask, every query's scores, weights and
+// output, indexed [scaled][causal][temperature][query]; a masked score is null.
+export function attentionData(inputs, saved, { exact = false } = {}) {
+  const round = rounder(exact);
+  const tokens = parseSentence(inputs.sentence, saved);
+  const given = saved.vocabulary;
+  const x = tokens.map((word) => (saved.drawn ? drawnVector(word, saved.seed, saved.d) : given.vectors[given.words.indexOf(word)]));
+  const d = x[0].length;
+  const root = Math.sqrt(d);
+  const base = x.map((query) => x.map((key) => query.reduce((sum, v, c) => sum + v * key[c], 0) / root));  // attention_scores
+  const taus = saved.temperatures.map((tau) => Math.fround(tau));  // torch.tensor(TEMPERATURES): float32
+  const masked = (rows) => rows.map((row) => (Array.isArray(row) ? masked(row) : Number.isFinite(row) ? row : null));
+  const scores = [];
+  const weights = [];
+  const outputs = [];
+  for (const scaled of [0, 1]) {
+    const per = { scores: [], weights: [], outputs: [] };
+    for (const causal of [0, 1]) {
+      const settings = taus.map((tau) => {
+        const factor = scaled ? 1 / tau : root / tau;
+        const s = base.map((row, i) => row.map((b, j) => (causal && j > i ? -Infinity : b * factor)));
+        const w = s.map(softmaxRow);
+        const h = w.map((row) => x[0].map((_, c) => row.reduce((sum, a, j) => sum + a * x[j][c], 0)));  // h_i = sum_j a_ij x_j
+        return { s, w, h };
+      });
+      per.scores.push(masked(round(settings.map((one) => one.s), 3)));
+      per.weights.push(round(settings.map((one) => one.w)));
+      per.outputs.push(round(settings.map((one) => one.h), 3));
+    }
+    scores.push(per.scores);
+    weights.push(per.weights);
+    outputs.push(per.outputs);
+  }
+  return {
+    tokens,
+    d,
+    vectors: round(x),
+    temperatures: saved.temperatures.slice(),
+    weights,
+    scores,
+    outputs,
+    max_tokens: saved.max_tokens,
+    drawn: saved.drawn,
+    seed: saved.seed,
+    vocabulary: saved.vocabulary,
+  };
+}
+
 // The kinds whose controls compute on the website, and how: null where the saved payload
 // lacks what they need (a chapter saved before this code existed).
 const STATIC_COMPUTE = {
   soft_hard: (saved) => (saved.betas ? softHardData : null),
   positional: (saved) => (saved.max_length && saved.measures ? positionalData : null),
   key_value: (saved) => (saved.keys && saved.values && saved.limit ? keyValueData : null),
+  attention: (saved) => (saved.max_tokens && "drawn" in saved ? attentionData : null),
 };
 
 // The kernel's numbers, parsed once per new payload; on the website, the numbers this page
@@ -1259,6 +1387,7 @@ function render({ model, el }) {
       computedHere.set(model, data);
       frame.error = null;
       if (model.get("kind") === "key_value") frame.view.moved = {};  // KeyValueExplorer.adjust_view
+      if (model.get("kind") === "attention") frame.view.query = Math.min(frame.view.query, data.tokens.length - 1);  // AttentionExplorer.adjust_view
       redraw();
     } catch (error) {
       if (!(error instanceof WidgetInputError)) throw error;
