@@ -1,6 +1,6 @@
-"""Issue 35, first part: on the built website (no kernel, file:// URLs, network off) chapter 2's
-typed query, chapter 3's typed scores and chapter 5's d_model and base compute in the page's
-JavaScript. Typing into each redraws the picture with the Python widget's numbers, and bad
+"""Issue 35: on the built website (no kernel, file:// URLs, network off) chapter 1's typed
+sentence, chapter 2's typed query, chapter 3's typed scores and chapter 5's d_model and base
+compute in the page's JavaScript. Typing into each redraws the picture with the Python widget's numbers, and bad
 input shows the Python widget's message next to the control, the picture marked stale.
 
 The picture is read back as drawn: bar heights (weights, to 1e-4), and the numbers written
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 
+from attention_book.widgets.attention_explorer import AttentionExplorer
 from attention_book.widgets.key_value_explorer import KeyValueExplorer
 from attention_book.widgets.positional_explorer import PositionalEncodingExplorer
 from attention_book.widgets.soft_hard_explorer import SoftHardExplorer
@@ -168,4 +169,86 @@ def test_d_model_and_base_redraw_chapter_5_with_the_python_table(site, browser):
             problems.append(
                 f"{label}: the similarity's colours run {scale}; Python's {shown['measure']} runs {expected}"
             )
+    assert not problems, "\n".join(problems)
+
+
+# Chapter 1's sentence box: reorders and repeats of the chapter's words, then bad input.
+SENTENCES = [
+    "bank the river bank",
+    "river",
+    "the dog",
+    "river bank the river bank",
+    "",
+    "bank bank",
+    "the " * 11,
+    "猫 bank",
+    "the  river\tbank",
+]
+# The chapter-1 widget's picture as drawn: the query's bars as weights (each bar's height over
+# the height of the axis' 1.0 tick), the score written above each bar, the output line, the
+# query menu and the two boxes.
+READ_ATTENTION = r"""
+const widget = document.querySelector('.ab-widget[data-kind="attention"]');
+const svg = widget.querySelector(".ab-picture svg");
+const bars = Array.from(svg.querySelectorAll("rect[data-col]:not([data-row])"));
+const chart = bars.length ? bars[0].parentNode : null;
+const tick = (label) => Number(Array.from(chart.querySelectorAll(":scope > text")).find((t) => t.textContent === label).getAttribute("y"));
+const unit = chart ? tick("0.0") - tick("1.0") : NaN;
+return {
+  weights: bars.map((bar) => Number(bar.getAttribute("height")) / unit),
+  above: bars.map((bar) => bar.nextElementSibling.textContent),
+  output: (Array.from(svg.querySelectorAll("text")).find((t) => t.textContent.startsWith("output h")) || {}).textContent,
+  options: Array.from(widget.querySelectorAll('select[name="query"] option')).map((o) => o.textContent),
+  query: Number(JSON.parse((widget.querySelector('select[name="query"]') || { value: "0" }).value)),
+  temperature: Number(widget.querySelector('input[name="temperature"]').value),
+  scaled: widget.querySelector('input[name="scaled"]').checked,
+  causal: widget.querySelector('input[name="causal"]').checked,
+};
+"""
+
+
+def test_a_typed_sentence_redraws_chapter_1_with_the_python_attention(site, browser):
+    page = site / "notebooks" / "01_attention_math.html"
+    saved = saved_payload(page, "attention")
+    assert "drawn" in saved, "chapter 1 was saved before its payload held its vectors: re-execute it"
+    open_page(browser, page)
+    given = saved["vocabulary"]
+    reference = AttentionExplorer(given["words"], given["vectors"], device="cpu")
+    shown = browser.execute_script(READ_ATTENTION)
+    reference.set_view(
+        query=shown["query"], temperature=shown["temperature"], scaled=shown["scaled"], causal=shown["causal"]
+    )
+    problems = []
+    for text in SENTENCES:
+        read = browser.execute_script(TYPE_AND_READ, "attention", "sentence", text)
+        assert read["enabled"] and "open the chapter" not in read["note"], read
+        reference.set_input("sentence", text)
+        label = f"sentence {text!r}"
+        if reference.error:
+            problems += check_error(read, reference, label)
+            continue
+        if read["error"] or read["stale"] or read["frames"] != 1:
+            problems.append(f"{label}: {read['error']!r}, stale {read['stale']}, {read['frames']} redraws")
+        drawn = browser.execute_script(READ_ATTENTION)
+        expected = reference.shown()
+        tokens = reference.data["tokens"]
+        if drawn["options"] and drawn["options"] != [f"{i + 1}: {t}" for i, t in enumerate(tokens)]:
+            problems.append(f"{label}: the query menu offers {drawn['options']}; Python's tokens are {tokens}")
+        if drawn["query"] != reference.view["query"]:
+            problems.append(
+                f"{label}: the page asks with token {drawn['query']}, Python with {reference.view['query']}"
+            )
+        weights = drawn["weights"]
+        if len(weights) != len(tokens) or max(abs(a - b) for a, b in zip(weights, expected["weights"])) > 1e-4:
+            problems.append(f"{label}: bars {weights} != Python's weights {expected['weights']}")
+        scores = [None if t == "masked" else float(t) for t in drawn["above"]]
+        wanted = [None if s == float("-inf") else s for s in expected["scores"]]
+        if any((a is None) != (b is None) or (a is not None and abs(a - b) > 0.0051) for a, b in zip(scores, wanted)):
+            problems.append(f"{label}: the bars are labelled {drawn['above']}; Python's scores are {wanted}")
+        output = numbers_in(drawn["output"].split("=")[-1])
+        if (
+            len(output) != len(expected["output"])
+            or max(abs(a - b) for a, b in zip(output, expected["output"])) > 0.0051
+        ):
+            problems.append(f"{label}: {drawn['output']!r}; Python's output is {expected['output']}")
     assert not problems, "\n".join(problems)

@@ -16,10 +16,10 @@ PRESENTATION_CONTROLS = {
     "positional": ["length", "measure"],
     "decoding": ["back", "step", "head"],
 }
-# Chapter 2's query, chapter 3's scores and chapter 5's d_model and base compute in the page
-# (issue 35; tests/book/test_site_static_compute.py types into them): they are not listed here.
+# Chapter 1's sentence, chapter 2's query, chapter 3's scores and chapter 5's d_model and base
+# compute in the page (issue 35; tests/book/test_site_static_compute.py types into them): they
+# are not listed here.
 MODEL_BOUND = {
-    "attention": ["sentence"],
     "heads": ["sentence"],
     "decoding": ["source"],
 }

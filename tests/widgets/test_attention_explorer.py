@@ -94,3 +94,24 @@ def test_drawn_vectors_are_seeded_and_new_words_get_vectors():
 def test_bad_arguments_raise_a_clear_value_error(kwargs, words):
     with pytest.raises(ValueError, match=words):
         AttentionExplorer(device="cpu", **kwargs)
+
+
+def test_drawn_vectors_depend_only_on_word_seed_and_size_and_look_standard_normal():
+    assert torch.equal(drawn_vector("bank", 5, 8), drawn_vector("bank", 5, 8))
+    assert torch.equal(drawn_vector("bank", 5, 3), drawn_vector("bank", 5, 8)[:3])
+    assert not torch.equal(drawn_vector("bank", 5, 8), drawn_vector("bank", 6, 8))
+    assert not torch.equal(drawn_vector("bank", 5, 8), drawn_vector("Bank", 5, 8))
+    assert torch.equal(drawn_vector("bank", -1, 4), drawn_vector("bank", 2**32 - 1, 4))  # seeds count mod 2**32
+    assert drawn_vector("猫", 0, 4).dtype == torch.float32
+    numbers = torch.cat([drawn_vector(f"word{i}", seed, 8) for i in range(2000) for seed in (0, 1)])  # 32,000
+    assert abs(numbers.mean()) < 0.03 and abs(numbers.std() - 1) < 0.03
+    assert abs((numbers.abs() < 0.6745).float().mean() - 0.5) < 0.02  # half lie within the quartiles
+    assert (numbers.abs() > 3).float().mean() < 0.006  # 0.27 % for a normal
+
+
+def test_the_payload_carries_what_the_website_needs_to_compute_a_sentence(explorer):
+    data = explorer.data
+    assert data["max_tokens"] == 10 and data["drawn"] is False
+    assert data["vocabulary"] == {"words": TOKENS, "vectors": VECTORS}
+    drawn = AttentionExplorer(device="cpu", seed=-1).data
+    assert drawn["drawn"] is True and drawn["seed"] == 2**32 - 1 and drawn["vocabulary"] is None

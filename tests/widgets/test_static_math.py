@@ -1,8 +1,9 @@
 """The website's own computations (issue 35) against the Python widgets they mirror.
 
-On the book's website there is no kernel: chapter 2's typed query, chapter 3's typed scores
-and chapter 5's d_model and base are computed by widgets.js (keyValueData, softHardData,
-positionalData and the parsers they call). The Python widgets stay the reference: each input
+On the book's website there is no kernel: chapter 1's typed sentence, chapter 2's typed
+query, chapter 3's typed scores and chapter 5's d_model and base are computed by widgets.js
+(attentionData, keyValueData, softHardData, positionalData and the parsers they call; chapter
+1's drawn vectors by drawnVector, the same generator as drawn_vector, bit for bit). The Python widgets stay the reference: each input
 below goes through the Python widget (its ``update``, as a typed value does in Jupyter) and
 through the JavaScript (node, loading the module the widgets serve), and both must give the
 same numbers and, for bad input, the same message for the same control. Numbers agree within
@@ -26,10 +27,12 @@ import subprocess
 import pytest
 
 from attention_book.widgets import _base
+from attention_book.widgets import attention_explorer as ae_module
 from attention_book.widgets import key_value_explorer as kv_module
 from attention_book.widgets import positional_explorer as pe_module
 from attention_book.widgets import soft_hard_explorer as sh_module
 from attention_book.widgets._base import widget_module_source
+from attention_book.widgets.attention_explorer import AttentionExplorer, drawn_vector
 from attention_book.widgets.key_value_explorer import KeyValueExplorer
 from attention_book.widgets.positional_explorer import PositionalEncodingExplorer
 from attention_book.widgets.soft_hard_explorer import SoftHardExplorer
@@ -155,14 +158,74 @@ OTHER_STORE = {
 }
 OTHER_QUERIES = ["1, 2", "13, -13", "0.3,0.1", "-12.75 4", "13.5, 0", "1 2 3", "", "x, 1", "0 -13.001", "[2.2, -0.4]"]
 
+# Chapter 1's sentence box, with the chapter's given vectors (only these words have one)
+SENTENCES_GIVEN = [
+    # good: reorders, repeats, odd spacing
+    "the river bank",
+    "bank the river bank",
+    "bank",
+    "the the the",
+    "river bank",
+    "  bank\triver  ",
+    "bank bank bank bank bank bank bank bank bank bank",
+    "river the bank the river",
+    "the\u3000river\u00a0bank",
+    "bank\nthe",
+    "the river bank river the",
+    "river",
+    # bad: empty, too long, unknown words (ASCII, accented, CJK, emoji, quotes, near misses)
+    "",
+    "   \t ",
+    "the " * 11,
+    "a b c d e f g h i j k l",
+    "the dog",
+    "the dog cat dog",
+    "Bank",
+    "the river bank.",
+    "café bank",
+    "猫 the",
+    "bank 🐱",
+    "it's bank",
+    'say "hi"',
+    "the\x01 river",
+    "river\u200bbank",
+]
+# ... and with drawn vectors (every word gets one from drawn_vector's generator)
+SENTENCES_DRAWN = [
+    "the cat sat on the mat",
+    "mat the on sat cat the",
+    "zebra",
+    "a a a a",
+    "café naïve Ünïcödé",
+    "猫 が 座った",
+    "🐱 🐶 🐱",
+    "x1 x2 x3 x4 x5 x6 x7 x8 x9 x10",
+    "  leading   and trailing  ",
+    'it\'s "quoted" words',
+    "THE The the",
+    "tab\tseparated\nlines",
+    "ﬁ ß İ",
+    "",
+    " ",
+    "ünïcode 猫 🐱 a",
+    "repeat repeat",
+    "Ω",
+    "1 2 3 10 100",
+    "one two three four five six seven eight nine ten eleven",
+    "\u3000",
+    "\t\n",
+    "1 2 3 4 5 6 7 8 9 10 11 12",
+]
+
 RUNNER = r"""
 const chunks = [];
 process.stdin.on("data", (chunk) => chunks.push(chunk));
 process.stdin.on("end", async () => {
   const module = await import(process.argv[1]);
   const cases = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-  const answers = cases.map(({ fn, inputs, saved, exact, changed }) => {
+  const answers = cases.map(({ fn, inputs, saved, exact, changed, args }) => {
     try {
+      if (args) return { data: module[fn](...args) };
       return { data: module[fn](inputs, saved, { exact }) };
     } catch (error) {
       if (!(error instanceof module.WidgetInputError)) return { crash: String(error && error.stack) };
@@ -200,7 +263,7 @@ def run_js(tmp_path_factory):
 
 def unrounded(monkeypatch):
     """The Python widgets' numbers before rounding them for the browser (12 decimals kept)."""
-    for module in (sh_module, pe_module, kv_module):
+    for module in (sh_module, pe_module, kv_module, ae_module):
         monkeypatch.setattr(module, "rounded", lambda values, digits=4: _base.rounded(values, 12))
 
 
@@ -332,3 +395,75 @@ def test_python_number_formatting_is_mirrored(run_js, value, places, fixed, gene
     ]
     answers = run_js(cases)
     assert [answer.get("data") for answer in answers] == [fixed, general], answers
+
+
+# Chapter 1's widgets on the website: its own vectors (as the chapter passes them), drawn vectors
+# (seeds beyond 32 bits and negative ones included) and other given vectors, larger and 3-d.
+EXPLORERS = {
+    "chapter-1": (dict(tokens=["the", "river", "bank"], vectors=[[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]]), SENTENCES_GIVEN),
+    "drawn": (dict(seed=7, dim=8), SENTENCES_DRAWN),
+    "drawn-big-seed": (dict(seed=-123456789012, dim=1), SENTENCES_DRAWN),
+    "other-vectors": (
+        dict(tokens="the river bank", vectors=[[0.3, -1.7, 2.5], [9.5, 0.1, -4.2], [-0.6, 0.6, 0.0]]),
+        SENTENCES_GIVEN,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", EXPLORERS)
+def test_a_typed_sentence_gives_the_python_widgets_attention_and_messages(run_js, monkeypatch, name):
+    arguments, sentences = EXPLORERS[name]
+    widget = AttentionExplorer(device="cpu", **arguments)
+    widget.unobserve(widget._on_inputs, names="inputs")
+    saved = json.loads(widget.payload)
+    inputs = [{"sentence": text} for text in sentences]
+    check(run_js, widget, "attentionData", saved, inputs, "sentence", monkeypatch, rtol=1e-5)
+
+
+# Words in many scripts (the hash reads their UTF-8 bytes), seeds within and beyond 32 bits.
+WORDS = [
+    "the",
+    "",
+    "a",
+    "bank",
+    "café",
+    "naïve",
+    "Ünïcödé",
+    "猫",
+    "座った",
+    "🐱",
+    "👩‍👩‍👧",
+    "مرحبا",
+    "Привет",
+    "ﬁ",
+    "x" * 300,
+]
+WORDS += [f"w{i}" for i in range(60)]
+SEEDS = [0, 1, 7, 2**31, 2**32 - 1, 2**32 + 5, -1, -123456789012]
+
+
+def test_drawn_vectors_are_the_same_float32_numbers_in_javascript(run_js):
+    cases, expected = [], []
+    for word in WORDS:
+        for seed in SEEDS:
+            dim = 1 + (len(cases) % 8)
+            # The payload carries the seed reduced to 32 bits (what the generator uses).
+            cases.append({"fn": "drawnVector", "args": [word, seed % 2**32, dim]})
+            expected.append(drawn_vector(word, seed, dim).tolist())
+    answers = run_js(cases)
+    different = [
+        (case["args"], answer, want)
+        for case, answer, want in zip(cases, answers, expected)
+        if answer.get("data") != want  # bit for bit: JSON carries every float exactly
+    ]
+    assert not different, different[:5]
+    assert len(cases) >= 500
+
+
+def test_the_written_out_logarithm_is_the_same_in_both_languages(run_js):
+    values = [2.0**-60, 1e-12, 3e-7, 0.001, 0.1, 0.25, 0.5, 0.70710678, 0.7071067811865476, 0.9, 0.999999, 1 - 2**-53]
+    values += [k / 997 for k in range(1, 997, 7)]
+    answers = run_js([{"fn": "naturalLog", "args": [x]} for x in values])
+    for x, answer in zip(values, answers):
+        assert answer["data"] == ae_module._natural_log(x), x
+        assert math.isclose(answer["data"], math.log(x), rel_tol=4e-15, abs_tol=1e-16), x

@@ -13,13 +13,15 @@ The kernel computes, with torch, every query's scores, weights and output for ev
 temperature stop, with and without the scale and the causal mask; the browser draws the
 chosen query's weights as bars (each bar's scaled score s_j/tau written above it), the
 whole attention matrix with that query's row outlined, and the output vector. Only a new
-sentence goes back to the kernel.
+sentence goes back to the kernel. On the book's website (no kernel) widgets.js computes a
+new sentence itself (attentionData, mirroring :meth:`AttentionExplorer.compute` and
+:func:`drawn_vector`; tests/widgets/test_static_math.py holds the two together): for that
+``data`` also carries the given vectors (``vocabulary``), or, with drawn vectors, the seed.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Sequence
 
 import torch
@@ -36,10 +38,81 @@ MAX_FEATURES = 8
 TEMPERATURES = tuple(round(10 ** (k / 10), 4) for k in range(-10, 11))
 
 
+# -- drawn vectors ------------------------------------------------------------------------
+# A word without a given vector gets numbers from a small generator written twice, here and
+# in widgets.js (drawnVector), with the same integer and float64 steps, so that the book's
+# website (no kernel, no torch) draws the same vectors bit for bit:
+#   1. the word's UTF-8 bytes are hashed to 32 bits (FNV-1a), the seed reduced to 32 bits
+#      (seed mod 2**32) and mixed in: key = mix32(hash + mix32(seed)) mod 2**32;
+#   2. splitmix32 counts from the key: its n-th number (n = 1, 2, ...) is
+#      mix32(key + n * 0x9E3779B9 mod 2**32), where mix32 is MurmurHash3's 32-bit finaliser;
+#   3. each number u becomes a uniform (u + 0.5) / 2**31 - 1 in (-1, 1), exactly;
+#   4. pairs of uniforms (a, b) with 0 < s = a*a + b*b < 1 give two standard normal numbers
+#      a * f and b * f, f = sqrt(-2 ln(s) / s) (Marsaglia's polar method; other pairs are
+#      skipped), ln written out with + - * / only (_natural_log), because Python's and a
+#      browser's math libraries may differ in the last bit where sqrt and division may not;
+#   5. the first ``dim`` normals, rounded to float32 (the widget's dtype).
+_MASK32 = 0xFFFFFFFF
+_GOLDEN32 = 0x9E3779B9
+_LN2 = 0.6931471805599453
+_SQRT2 = 1.4142135623730951
+
+
+def _mix32(x: int) -> int:
+    """MurmurHash3's finaliser: a 32-bit integer whose every bit depends on every bit of ``x``."""
+    x ^= x >> 16
+    x = (x * 0x85EBCA6B) & _MASK32
+    x ^= x >> 13
+    x = (x * 0xC2B2AE35) & _MASK32
+    return x ^ (x >> 16)
+
+
+def _fnv1a(data: bytes) -> int:
+    """The 32-bit FNV-1a hash of ``data``."""
+    h = 0x811C9DC5
+    for byte in data:
+        h = ((h ^ byte) * 0x01000193) & _MASK32
+    return h
+
+
+def _natural_log(x: float) -> float:
+    """ln(x) for 0 < x < 1 with + - * / only: x = m * 2**e, ln m by the series of atanh."""
+    exponent = 0
+    while x < 1.0:
+        x *= 2.0  # exact
+        exponent -= 1
+    if x > _SQRT2:  # m in [sqrt(1/2), sqrt(2)]: the series below converges fast
+        x /= 2.0
+        exponent += 1
+    t = (x - 1.0) / (x + 1.0)  # |t| <= 0.172; ln m = 2 (t + t^3/3 + t^5/5 + ...)
+    t2 = t * t
+    term, total = t, 0.0
+    for k in range(1, 30, 2):  # 15 terms: the next is below 1e-24
+        total += term / k
+        term *= t2
+    return 2.0 * total + exponent * _LN2
+
+
 def drawn_vector(word: str, seed: int, dim: int) -> torch.Tensor:
-    """The vector a word gets when none is given: the same word, seed and size give the same vector."""
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(word.encode("utf-8")))
-    return torch.randn(dim, generator=generator)
+    """The vector a word gets when none is given: ``dim`` standard normal numbers (float32)
+    that depend only on the word, the seed and ``dim`` (the generator described above,
+    the same in widgets.js, so the website draws the same numbers)."""
+    state = (_fnv1a(word.encode("utf-8")) + _mix32(seed & _MASK32)) & _MASK32
+    key = _mix32(state)
+    counter = 0
+    normals: list[float] = []
+    while len(normals) < dim:
+        pair = []
+        for _ in range(2):
+            counter += 1
+            bits = _mix32((key + counter * _GOLDEN32) & _MASK32)
+            pair.append((bits + 0.5) / 2147483648.0 - 1.0)  # (-1, 1)
+        a, b = pair
+        s = a * a + b * b
+        if 0.0 < s < 1.0:
+            factor = math.sqrt(-2.0 * _natural_log(s) / s)
+            normals += [a * factor, b * factor]
+    return torch.tensor(normals[:dim], dtype=torch.float32)
 
 
 class AttentionExplorer(AttentionWidget):
@@ -181,6 +254,7 @@ class AttentionExplorer(AttentionWidget):
         )  # (2 scaled, 2 causal, n_tau, T, T)
         weights = softmax(scores)  # (2, 2, n_tau, T, T), rows sum to 1
         outputs = weights @ x  # (2, 2, n_tau, T, d): h_i = sum_j a_ij x_j
+        given = {"words": list(self.vocabulary), "vectors": [v.tolist() for v in self.vocabulary.values()]}
         return {
             "tokens": list(tokens),
             "d": d_k,
@@ -189,6 +263,13 @@ class AttentionExplorer(AttentionWidget):
             "weights": rounded(weights),
             "scores": rounded(scores, 3),
             "outputs": rounded(outputs, 3),
+            # What the website needs to compute a typed sentence (widgets.js, attentionData):
+            # the limit, and every token's vector (the given ones, unrounded float32) or the
+            # generator's seed (reduced to 32 bits, as drawn_vector uses it).
+            "max_tokens": MAX_TOKENS,
+            "drawn": self.drawn,
+            "seed": self.seed & 0xFFFFFFFF,
+            "vocabulary": None if self.drawn else given,
         }
 
     def adjust_view(self, view: dict, data: dict) -> dict:
