@@ -10,9 +10,9 @@
 // `export default` appended) in Jupyter, VS Code and Colab; on the book's website the
 // widget state saved in each chapter carries the same source, and the page has no
 // kernel (window.__attentionBookStaticPage, set by tools/widgets_offline.js): there the
-// controls whose numbers are plain arithmetic (chapter 2's query, chapter 3's scores,
-// chapter 5's d_model and base) are computed by this file (STATIC_COMPUTE, mirroring the
-// Python widgets), and the model-bound ones are disabled with a note.
+// controls whose numbers are plain arithmetic (chapter 1's sentence, chapter 2's query,
+// chapter 3's scores, chapter 5's d_model and base) are computed by this file (STATIC_COMPUTE,
+// mirroring the Python widgets), and the model-bound ones are disabled with a note.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
