@@ -50,7 +50,7 @@ PRESENTATION = {
 COMPUTED_ON_SITE = {
     kind: [name, values]
     for kind, (name, values) in MODEL_INPUTS.items()
-    if kind in ("key_value", "soft_hard", "positional")
+    if kind in ("attention", "key_value", "soft_hard", "positional")
 }
 
 # A laptop's browser window; each widget is scrolled into view before its controls are moved.
