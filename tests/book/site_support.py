@@ -166,6 +166,10 @@ def headless_chromium(
         raise
     driver.set_page_load_timeout(timeout_s)
     driver.set_script_timeout(timeout_s)
+    # chromedriver enforces those two itself; this is how long Python waits for its answer, which
+    # must outlast the longest script timeout a test sets (lab_support.run_all: up to 330 s), or a
+    # slow run on a loaded machine fails with selenium's default 120 s read timeout instead.
+    driver.command_executor.client_config.timeout = max(600, timeout_s + 60)
     try:
         yield driver
     finally:
