@@ -58,7 +58,7 @@ def attention_scores(q: torch.Tensor, k: torch.Tensor, temperature: float = 1.0)
 def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         require_tensor(tensor, name)
-        require_rank(tensor, name, 2, "(..., tokens, features)")
+        require_rank(tensor, name, minimum=2, layout="(..., tokens, features)")
         require_floating(tensor, name)
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(

@@ -60,7 +60,7 @@ def greedy_decode(
     row t from step t + 1, the future weighted 0: what one teacher-forced pass leaves.
     """
     require_tensor(source, "source")
-    require_exact_rank(source, "source", 2, "(batch, T_in) of token ids")
+    require_exact_rank(source, "source", rank=2, layout="(batch, T_in) of token ids")
     require_count(max_len, "max_len", 1)
     cacheable = isinstance(getattr(model, "decoder", None), Decoder)
     cache = cacheable if cache is None else cache
@@ -122,9 +122,9 @@ def sequence_log_prob(
     the decoder is fed BOS and ``output`` shifted right. Returns (batch,) natural logs.
     """
     require_tensor(source, "source")
-    require_exact_rank(source, "source", 2, "(batch, T_in) of token ids")
+    require_exact_rank(source, "source", rank=2, layout="(batch, T_in) of token ids")
     require_tensor(output, "output")
-    require_exact_rank(output, "output", 2, "(batch, L) of token ids")
+    require_exact_rank(output, "output", rank=2, layout="(batch, L) of token ids")
     if output.shape[0] != source.shape[0] or output.shape[1] < 1:
         raise ValueError(
             f"output must hold at least one token for each of the {source.shape[0]} sources, "
@@ -163,7 +163,7 @@ def beam_search(
     total log-probability (batch,). ``beam_width=1`` is greedy decoding.
     """
     require_tensor(source, "source")
-    require_exact_rank(source, "source", 2, "(batch, T_in) of token ids")
+    require_exact_rank(source, "source", rank=2, layout="(batch, T_in) of token ids")
     require_count(max_len, "max_len", 1)
     require_count(beam_width, "beam_width", 1)
     batch, width = source.shape[0], beam_width

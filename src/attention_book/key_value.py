@@ -32,9 +32,9 @@ def soft_lookup(
         weights: shape (n,), how much each key matched.
     """
     require_tensor(query, "query")
-    require_exact_rank(query, "query", 1, "(d_k,)")
-    require_exact_rank(keys, "keys", 2, "(n, d_k)")
-    require_exact_rank(values, "values", 2, "(n, d_v)")
+    require_exact_rank(query, "query", rank=1, layout="(d_k,)")
+    require_exact_rank(keys, "keys", rank=2, layout="(n, d_k)")
+    require_exact_rank(values, "values", rank=2, layout="(n, d_v)")
     out, weights = scaled_dot_product_attention(query[None, :], keys, values, temperature=temperature)
     return out[0], weights[0]  # (1, d_v) -> (d_v,); (1, n) -> (n,)
 

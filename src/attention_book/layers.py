@@ -158,7 +158,7 @@ class EncoderLayer(_Layer):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         require_tensor(x, "x")
-        require_exact_rank(x, "x", 3, "(batch, T, d_model)")
+        require_exact_rank(x, "x", rank=3, layout="(batch, T, d_model)")
         x = residual(
             x,
             lambda h: self.self_attn(h, h, h, mask=mask)[0],
@@ -219,9 +219,9 @@ class DecoderLayer(_Layer):
         causal: bool = True,
     ) -> torch.Tensor:
         require_tensor(x, "x")
-        require_exact_rank(x, "x", 3, "(batch, T_out, d_model)")
+        require_exact_rank(x, "x", rank=3, layout="(batch, T_out, d_model)")
         require_tensor(memory, "memory")
-        require_exact_rank(memory, "memory", 3, "(batch, T_in, d_model)")
+        require_exact_rank(memory, "memory", rank=3, layout="(batch, T_in, d_model)")
         self_mask = mask
         if causal:
             future = causal_mask(x.shape[1], device=x.device)  # (T_out, T_out)
@@ -305,7 +305,7 @@ def run_stack(
     ``keep_all``, returns the input and every layer's output (the last one normalised).
     """
     require_tensor(x, "x")
-    require_exact_rank(x, "x", 3, "(batch, T, d_model)")
+    require_exact_rank(x, "x", rank=3, layout="(batch, T, d_model)")
     mask = key_padding_mask(padding_mask, x.shape[:2])
     if causal:
         future = causal_mask(x.shape[1], device=x.device)  # (T, T)

@@ -39,7 +39,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     of ``W`` in that block.
     """
     require_tensor(x, "x")
-    require_exact_rank(x, "x", 3, "(batch, T, d_model)")
+    require_exact_rank(x, "x", rank=3, layout="(batch, T, d_model)")
     require_count(num_heads, "num_heads", 1)
     batch, T, d_model = x.shape
     if d_model % num_heads:
@@ -51,7 +51,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 def merge_heads(x: torch.Tensor) -> torch.Tensor:
     """(batch, heads, T, d_head) -> (batch, T, heads * d_head): the inverse of split_heads."""
     require_tensor(x, "x")
-    require_exact_rank(x, "x", 4, "(batch, heads, T, d_head)")
+    require_exact_rank(x, "x", rank=4, layout="(batch, heads, T, d_head)")
     batch, heads, T, d_head = x.shape
     x = x.transpose(1, 2)  # (batch, T, heads, d_head)
     return x.reshape(batch, T, heads * d_head)  # (batch, T, d_model)
@@ -118,7 +118,7 @@ class MultiHeadAttention(nn.Module):
     def _check_tokens(self, tensor, name: str) -> None:
         """One input of d_model features per token: (batch, tokens, d_model), floating point."""
         require_tensor(tensor, name)
-        require_exact_rank(tensor, name, 3, "(batch, tokens, d_model)")
+        require_exact_rank(tensor, name, rank=3, layout="(batch, tokens, d_model)")
         require_floating(tensor, name)
         if tensor.shape[-1] != self.d_model:
             raise ValueError(
@@ -126,7 +126,7 @@ class MultiHeadAttention(nn.Module):
                 f"but the layer expects d_model={self.d_model}"
             )
 
-    def _check_inputs(self, query, key, value, mask):
+    def _check_inputs(self, query, key, value, *, mask):
         for name, tensor in (("query", query), ("key", key), ("value", value)):
             self._check_tokens(tensor, name)
         if key.shape[:2] != value.shape[:2]:
@@ -152,13 +152,13 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         need_weights: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        mask = self._check_inputs(query, key, value, mask)
+        mask = self._check_inputs(query, key, value, mask=mask)
         # Queries first, then keys and values: the order in which autograd adds up the gradients
         # of a shared input, so that training gives the same weights to the last bit.
         q = split_heads(self.q_proj(query), self.num_heads)  # (batch, heads, T_q, d_head)
         k, v = self._keys_values(key, value)  # (batch, heads, T_k, d_head) each
         if need_weights:
-            return self._weighted(q, k, v, mask)
+            return self._weighted(q, k, v, mask=mask)
         if mask is not None:
             check_mask(mask, (q.shape[0], self.num_heads, q.shape[2], k.shape[2]), "(batch, heads, T_q, T_k)")
         dropout = self.dropout if self.training else 0.0
@@ -173,7 +173,7 @@ class MultiHeadAttention(nn.Module):
         computes them once per position and keeps them (a "KV cache"), then calls :meth:`attend`.
         """
         value = key if value is None else value
-        self._check_inputs(key, key, value, None)
+        self._check_inputs(key, key, value, mask=None)
         return self._keys_values(key, value)
 
     def attend(
@@ -195,14 +195,14 @@ class MultiHeadAttention(nn.Module):
                 )
         if mask is not None and mask.dim() == 3:  # (batch, T_q, T_k): shared by the heads
             mask = mask[:, None]
-        return self._weighted(split_heads(self.q_proj(query), self.num_heads), keys, values, mask)
+        return self._weighted(split_heads(self.q_proj(query), self.num_heads), keys, values, mask=mask)
 
     def _keys_values(self, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         k = split_heads(self.k_proj(key), self.num_heads)  # (batch, heads, T_k, d_head)
         v = split_heads(self.v_proj(value), self.num_heads)  # (batch, heads, T_k, d_head)
         return k, v
 
-    def _weighted(self, q, k, v, mask):
+    def _weighted(self, q, k, v, *, mask):
         """Attention with its weights (kept in ``last_weights``) for split queries, keys and values."""
         heads_out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
         self.last_weights = weights.detach()  # (batch, heads, T_q, T_k)

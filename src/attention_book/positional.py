@@ -93,7 +93,7 @@ def offset_rotation(d_model: int, offset: int, base: float = 10000.0) -> torch.T
 
 def _check_tokens(x: torch.Tensor, d_model: int, max_len: int, offset: int = 0) -> None:
     require_tensor(x, "x")
-    require_exact_rank(x, "x", 3, "(batch, T, d_model)")
+    require_exact_rank(x, "x", rank=3, layout="(batch, T, d_model)")
     if x.shape[-1] != d_model:
         raise ValueError(
             f"x has {x.shape[-1]} features (shape {describe_shape(x)}) but the encoding has d_model={d_model}"
@@ -154,7 +154,7 @@ class LearnedPositionalEncoding(nn.Module):
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
     """Rotate each feature pair (x_2i, x_2i+1) by 90 degrees: -> (-x_2i+1, x_2i)."""
     require_tensor(x, "x")
-    require_rank(x, "x", 1, "(..., d)")
+    require_rank(x, "x", minimum=1, layout="(..., d)")
     if x.shape[-1] % 2:
         raise ValueError(
             f"rotate_half turns feature pairs, so the last dimension must be even, but x has shape {describe_shape(x)}"
@@ -171,7 +171,7 @@ def apply_rotary(x: torch.Tensor, base: float = 10000.0) -> torch.Tensor:
     second-to-last axis is taken to sit at position t.
     """
     require_tensor(x, "x")
-    require_rank(x, "x", 2, "(..., T, d)")
+    require_rank(x, "x", minimum=2, layout="(..., T, d)")
     if not x.is_floating_point():
         raise ValueError(f"x must hold floating-point numbers, but has dtype {x.dtype}")
     T, d = x.shape[-2], x.shape[-1]

@@ -85,12 +85,18 @@ def minilm_files() -> dict[str, Path]:
     """Verified paths of the MiniLM files: ``weights``, ``tokenizer`` and ``config`` (cached)."""
     return {
         "weights": installed_file(
-            MODEL_PACKAGE, "model/model.safetensors", MODEL_CHECKSUMS["model/model.safetensors"], MODEL_PIP_COMMAND
+            MODEL_PACKAGE,
+            "model/model.safetensors",
+            MODEL_CHECKSUMS["model/model.safetensors"],
+            pip_command=MODEL_PIP_COMMAND,
         ),
         "tokenizer": installed_file(
-            MODEL_PACKAGE, "model/tokenizer.json", MODEL_CHECKSUMS["model/tokenizer.json"], MODEL_PIP_COMMAND
+            MODEL_PACKAGE,
+            "model/tokenizer.json",
+            MODEL_CHECKSUMS["model/tokenizer.json"],
+            pip_command=MODEL_PIP_COMMAND,
         ),
-        "config": installed_file(MODEL_PACKAGE, MODEL_CONFIG, None, MODEL_PIP_COMMAND),
+        "config": installed_file(MODEL_PACKAGE, MODEL_CONFIG, sha256=None, pip_command=MODEL_PIP_COMMAND),
     }
 
 
@@ -199,7 +205,7 @@ class TokenBatch:
 
     def to(self, device: torch.device | str) -> TokenBatch:
         return TokenBatch(
-            self.tokens.to(device), self.padding_mask.to(device), self.token_types.to(device), self.labels
+            self.tokens.to(device), self.padding_mask.to(device), self.token_types.to(device), labels=self.labels
         )
 
     def __len__(self) -> int:
@@ -274,7 +280,7 @@ class PretrainedEncoder(nn.Module):
         if pairs is not None and (len(pairs) != len(texts) or not all(isinstance(text, str) for text in pairs)):
             raise ValueError(f"pairs must be a list of {len(texts)} strings, one per text")
         limit = self.max_len if max_tokens is None else max_tokens
-        require_count(limit, "max_tokens", 3, self.max_len)
+        require_count(limit, "max_tokens", minimum=3, maximum=self.max_len)
         self.tokenizer.enable_truncation(max_length=limit)
         inputs = list(zip(texts, pairs)) if pairs is not None else list(texts)
         encodings = self.tokenizer.encode_batch(inputs)
@@ -287,7 +293,7 @@ class PretrainedEncoder(nn.Module):
         lengths = torch.tensor([len(encoding.ids) for encoding in encodings])
         padding_mask = torch.arange(T)[None, :] < lengths[:, None]  # (batch, T)
         labels = [list(encoding.tokens) for encoding in encodings]
-        return TokenBatch(tokens, padding_mask, token_types, labels).to(self.device)
+        return TokenBatch(tokens, padding_mask, token_types, labels=labels).to(self.device)
 
     def encode_sentence(self, text: str, max_tokens: int = 40) -> tuple[torch.Tensor, list[str]]:
         """One sentence -> (tokens (1, T), word-piece labels): the ``encode`` a HeadViewer expects.
@@ -405,7 +411,7 @@ def load_minilm() -> PretrainedEncoder:
 
 REFERENCE_FILE = "minilm_reference.safetensors"
 """Hidden states of a few sentences computed by Hugging Face ``transformers``' ``BertModel`` from the
-same checkpoint; written by ``python tools/write_minilm_reference.py``."""
+same checkpoint; written by ``python tools/stored/write_minilm_reference.py``."""
 
 
 @dataclass

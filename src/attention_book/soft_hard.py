@@ -106,7 +106,7 @@ def top_k_weights(scores: torch.Tensor, k: int, dim: int = -1) -> torch.Tensor:
     """
     _check_scores(scores, dim)
     n = scores.shape[dim]
-    require_count(k, "k", 1, n)
+    require_count(k, "k", minimum=1, maximum=n)
     kth_largest = scores.topk(k, dim=dim).values.narrow(dim, k - 1, 1)  # (..., 1, ...)
     kept = scores >= kth_largest
     return softmax(scores.masked_fill(~kept, float("-inf")), dim=dim)

@@ -68,7 +68,7 @@ class _Embedding(nn.Module):
     def forward(self, tokens: torch.Tensor, token_types: torch.Tensor | None = None, offset: int = 0) -> torch.Tensor:
         """Token ids (batch, T) at positions offset, ..., offset + T - 1 -> vectors (batch, T, d_model)."""
         require_tensor(tokens, "tokens")
-        require_exact_rank(tokens, "tokens", 2, "(batch, T) of token ids")
+        require_exact_rank(tokens, "tokens", rank=2, layout="(batch, T) of token ids")
         if tokens.is_floating_point():
             raise ValueError(f"tokens must be integer ids, but have dtype {tokens.dtype}")
         if tokens.numel():
@@ -160,7 +160,7 @@ class Encoder(nn.Module):
         This is the one loop over the layers: the forward pass, the pretrained model's
         hidden states and fine-tuning the top layers (chapter 7) all run through it.
         """
-        require_count(start, "start", 0, len(self.layers))
+        require_count(start, "start", minimum=0, maximum=len(self.layers))
         return run_stack(
             self.layers[start:], x, padding_mask, causal=self.causal, final_norm=self.final_norm, keep_all=keep_all
         )
@@ -183,7 +183,7 @@ def mean_pool(hidden: torch.Tensor, padding_mask: torch.Tensor | None = None) ->
     way, and so does all-MiniLM-L6-v2 to turn token vectors into a sentence vector (chapter 7).
     """
     require_tensor(hidden, "hidden")
-    require_exact_rank(hidden, "hidden", 3, "(batch, T, d_model)")
+    require_exact_rank(hidden, "hidden", rank=3, layout="(batch, T, d_model)")
     require_floating(hidden, "hidden")
     if padding_mask is None:
         return hidden.mean(dim=1)
@@ -248,7 +248,7 @@ class Decoder(nn.Module):
     def start(self, memory: torch.Tensor, memory_padding_mask: torch.Tensor | None = None) -> DecoderCache:
         """An empty cache for writing one token at a time: the encoder output's keys and values, once per layer."""
         require_tensor(memory, "memory")
-        require_exact_rank(memory, "memory", 3, "(batch, T_in, d_model)")
+        require_exact_rank(memory, "memory", rank=3, layout="(batch, T_in, d_model)")
         return DecoderCache(
             memory=[layer.cross_attn.keys_values(memory) for layer in self.layers],
             memory_mask=key_padding_mask(memory_padding_mask, memory.shape[:2]),  # (batch, 1, 1, T_in)
@@ -395,7 +395,7 @@ class TokenClassifier(nn.Module):
     ) -> torch.Tensor:
         hidden = self.encoder(tokens, padding_mask)  # (batch, T, d_model)
         if chosen is not None:
-            require_padding_mask(chosen, tuple(tokens.shape), "tokens", "chosen", "True = predict here")
+            require_padding_mask(chosen, tuple(tokens.shape), "tokens", name="chosen", meaning="True = predict here")
             hidden = hidden[chosen]  # (n_chosen, d_model)
         return self.head(hidden)
 
@@ -468,7 +468,7 @@ class LanguageModel(nn.Module):
         last ``max_len`` tokens are read. Returns (batch, T_0 + num_tokens).
         """
         require_tensor(prompt, "prompt")
-        require_exact_rank(prompt, "prompt", 2, "(batch, T) of token ids")
+        require_exact_rank(prompt, "prompt", rank=2, layout="(batch, T) of token ids")
         if prompt.shape[1] < 1:
             raise ValueError("the prompt needs at least one token")
         require_count(num_tokens, "num_tokens", 0)

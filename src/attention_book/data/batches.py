@@ -101,6 +101,6 @@ class LengthBatches:
         return -(-self.count // self.batch_size)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        for rows in index_batches(self.count, self.batch_size, self.generator, self.lengths):
+        for rows in index_batches(self.count, self.batch_size, self.generator, lengths=self.lengths):
             batch = {name: value[rows] for name, value in self.tensors.items()}
             yield trim_padding(batch) if self.trim else batch

@@ -30,7 +30,7 @@ _TENS = "_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()
 
 def number_words(n: int) -> str:
     """The English name of 0 <= n <= 999 in lower case, words separated by spaces: 342 -> 'three hundred forty two'."""
-    require_count(n, "n", 0, 999)
+    require_count(n, "n", minimum=0, maximum=999)
     if n < 20:
         return _ONES[n]
     if n < 100:
@@ -61,7 +61,7 @@ class CharacterCorpus(Dataset):
     def __init__(self, num_windows: int, T: int = 24, num_lines: int = 4000, largest: int = 99, seed: int = 0):
         require_count(num_windows, "num_windows", 1)
         require_count(T, "T", 2)
-        require_count(largest, "largest", 0, 999)
+        require_count(largest, "largest", minimum=0, maximum=999)
         generator = torch.Generator().manual_seed(seed)
         numbers = torch.randint(0, largest + 1, (num_lines,), generator=generator).tolist()
         self.text = "".join(number_words(n) + "\n" for n in numbers)

@@ -86,7 +86,7 @@ def build_vocabulary(
     kept_set = set(kept)
     frequencies = [0, sum(c for i, c in counts.items() if i not in kept_set), 0] + [counts[i] for i in kept]
     index = {i: n + len(SPECIAL_PIECES) for n, i in enumerate(kept)}
-    return PieceVocabulary(tokenizer, pieces, frequencies, index)
+    return PieceVocabulary(tokenizer, pieces, frequencies, index=index)
 
 
 def mask_tokens(

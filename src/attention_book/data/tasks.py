@@ -279,9 +279,9 @@ class TwoRelationTask(Dataset):
 
     def __init__(self, num_samples: int, seed: int = 0, num_letters: int = 8, num_digits: int = 4, num_pairs: int = 4):
         require_count(num_samples, "num_samples", 1)
-        require_count(num_digits, "num_digits", 2, 10)
+        require_count(num_digits, "num_digits", minimum=2, maximum=10)
         require_count(num_pairs, "num_pairs", 2)
-        require_count(num_letters, "num_letters", num_pairs, 26)
+        require_count(num_letters, "num_letters", minimum=num_pairs, maximum=26)
         self.num_letters, self.num_digits, self.num_pairs = num_letters, num_digits, num_pairs
         self.length = 2 * num_pairs
         letters = "abcdefghijklmnopqrstuvwxyz"[:num_letters]

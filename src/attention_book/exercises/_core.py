@@ -137,7 +137,9 @@ def register(
         raise ValueError(f"exercise {exercise_id!r} is registered twice")
     if len(mistakes) < 2:
         raise ValueError(f"exercise {exercise_id!r} needs at least two known mistakes, got {len(mistakes)}")
-    exercise = Exercise(exercise_id, title, checker, solution, list(mistakes), list(properties))
+    exercise = Exercise(
+        exercise_id, title, checker, solution=solution, mistakes=list(mistakes), properties=list(properties)
+    )
     REGISTRY[exercise_id] = exercise
     return exercise
 
@@ -622,7 +624,11 @@ def require_tensor_like(
         )
     if tuple(got.shape) != tuple(expected.shape):
         for hint, wrong in (known_mistakes or {}).items():
-            if isinstance(wrong, torch.Tensor) and wrong.shape == got.shape and _close(got, wrong, 1e-5, 1e-4):
+            if (
+                isinstance(wrong, torch.Tensor)
+                and wrong.shape == got.shape
+                and _close(got, wrong, atol=1e-5, rtol=1e-4)
+            ):
                 raise ExerciseFailure(f"{what} is wrong: {hint}")
         story = _axes_story(tuple(got.shape), tuple(expected.shape), axes) if axes else ""
         raise ExerciseFailure(
@@ -703,7 +709,7 @@ def _shape_hint(got: tuple[int, ...], expected: tuple[int, ...]) -> str:
     return ""
 
 
-def _close(got: torch.Tensor, wanted: torch.Tensor, atol: float, rtol: float) -> bool:
+def _close(got: torch.Tensor, wanted: torch.Tensor, *, atol: float, rtol: float) -> bool:
     wanted = wanted.to(got.dtype) if wanted.dtype != got.dtype else wanted
     return bool(torch.allclose(got, wanted, atol=atol, rtol=rtol, equal_nan=True))
 
@@ -758,11 +764,11 @@ def diagnose(
     """
     known = {hint: wrong for hint, wrong in (known_mistakes or {}).items() if isinstance(wrong, torch.Tensor)}
     original_dtype = got.dtype if isinstance(got, torch.Tensor) else None
-    got = require_tensor_like(got, expected, what, known, axes=axes)
-    if _close(got, expected, atol, rtol):
+    got = require_tensor_like(got, expected, what, known_mistakes=known, axes=axes)
+    if _close(got, expected, atol=atol, rtol=rtol):
         return
     for hint, wrong in known.items():
-        if wrong.shape == got.shape and _close(got, wrong, atol, rtol):
+        if wrong.shape == got.shape and _close(got, wrong, atol=atol, rtol=rtol):
             raise ExerciseFailure(f"{what} is wrong: {hint}")
     finite = torch.isfinite(expected)
     if (~torch.isfinite(got) & finite).any():
@@ -779,27 +785,33 @@ def diagnose(
         hint, nearest = min(distances.items(), key=lambda item: item[1])
         if nearest < 0.05 and nearest < 0.1 * reference_distance:
             raise ExerciseFailure(f"{what} is wrong: {hint}")
-    raise ExerciseFailure(_generic_difference(got, expected, what, original_dtype, atol, rtol))
+    raise ExerciseFailure(_generic_difference(got, expected, what, original_dtype=original_dtype, atol=atol, rtol=rtol))
 
 
-def _generic_difference(got, expected, what, original_dtype, atol, rtol) -> str:
+def _generic_difference(got, expected, what, *, original_dtype, atol, rtol) -> str:
     """The last resort: how ``got`` relates to ``expected``, or where and how much it differs."""
     shape = tuple(got.shape)
-    if got.dim() >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.transpose(-2, -1), atol, rtol):
+    if (
+        got.dim() >= 2
+        and got.shape[-1] == got.shape[-2]
+        and _close(got, expected.transpose(-2, -1), atol=atol, rtol=rtol)
+    ):
         return f"{what} is the reference transposed (its last two axes swapped): swap the order of your product, or transpose"
-    if _close(got, -expected, atol, rtol):
+    if _close(got, -expected, atol=atol, rtol=rtol):
         return f"{what} has the right size but the opposite sign everywhere: a minus sign too many (or too few)"
     mask = expected.abs() > 1e-3
     if mask.sum() >= 2:
         ratios = got[mask] / expected[mask]
         factor = ratios.median().item()
-        if math.isfinite(factor) and abs(factor - 1) > 1e-3 and _close(got, factor * expected, atol, rtol):
+        if math.isfinite(factor) and abs(factor - 1) > 1e-3 and _close(got, factor * expected, atol=atol, rtol=rtol):
             return (
                 f"{what} is the reference times {_factor_name(factor)} everywhere: a scale factor is missing, "
                 "applied twice or the wrong one"
             )
     for axis in range(got.dim()):
-        if got.shape[axis] > 1 and _close(got.sort(dim=axis).values, expected.sort(dim=axis).values, atol, rtol):
+        if got.shape[axis] > 1 and _close(
+            got.sort(dim=axis).values, expected.sort(dim=axis).values, atol=atol, rtol=rtol
+        ):
             return (
                 f"{what} holds the right numbers in the wrong places along axis {axis} (size {got.shape[axis]}): "
                 "an index, a shift or an order is off"

@@ -111,6 +111,7 @@ def _describe_divisors(
     d_small: int,
     D_small: float,
     d_large: int,
+    *,
     D_large: float,
     sizes: dict[str, float],
     sizes_large: dict[str, float] | None = None,
@@ -161,7 +162,7 @@ def scale_probe(
             return None
         known = {**(sizes(d_small) if sizes else {}), "T, the number of keys": 3, "the number of queries": 2}
         known_large = {**(sizes(d_large) if sizes else {}), "T, the number of keys": 3, "the number of queries": 2}
-        named = _describe_divisors(d_small, D_small, d_large, D_large, known, known_large)
+        named = _describe_divisors(d_small, D_small, d_large, D_large=D_large, sizes=known, sizes_large=known_large)
         return (
             f"with the same dot products q.k = 0, 2, 4, your weights divide them by {D_small:.3g} when d_k = {d_small} "
             f"and by {D_large:.3g} when d_k = {d_large}, where the chapter divides by sqrt(d_k) = {math.sqrt(d_small):g} "

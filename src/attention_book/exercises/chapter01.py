@@ -226,7 +226,7 @@ def _matrix_unscaled(Q, K, V, mask=None):
 
 
 def _mask_ignored(Q, K, V, mask=None):
-    return _attention_solution(Q, K, V, None)
+    return _attention_solution(Q, K, V, mask=None)
 
 
 def _mask_after_softmax(Q, K, V, mask=None):
@@ -237,11 +237,11 @@ def _mask_after_softmax(Q, K, V, mask=None):
 
 
 def _mask_inverted(Q, K, V, mask=None):
-    return _attention_solution(Q, K, V, None if mask is None else ~mask)
+    return _attention_solution(Q, K, V, mask=None if mask is None else ~mask)
 
 
 def _averaged_keys(Q, K, V, mask=None):
-    _, A = _attention_solution(Q, K, V, mask)
+    _, A = _attention_solution(Q, K, V, mask=mask)
     return A @ K, A
 
 
@@ -254,7 +254,7 @@ def _matrix_divided_by_d_k(Q, K, V, mask=None):
 
 
 def _matrix_returns_scores(Q, K, V, mask=None):
-    H, _ = _attention_solution(Q, K, V, mask)
+    H, _ = _attention_solution(Q, K, V, mask=mask)
     S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
     return H, (S if mask is None else S.masked_fill(~mask, float("-inf")))
 
@@ -268,7 +268,7 @@ def _matrix_naive_exp(Q, K, V, mask=None):
 
 
 def _matrix_swapped_outputs(Q, K, V, mask=None):
-    H, A = _attention_solution(Q, K, V, mask)
+    H, A = _attention_solution(Q, K, V, mask=mask)
     return A, H
 
 
@@ -299,8 +299,8 @@ def _pair_of_outputs(result, H_shape: tuple[int, ...] | None = None, A_shape: tu
     return result
 
 
-def _check_weights(A, expected, what: str, known: dict) -> None:
-    A = require_tensor_like(A, expected, what, known)
+def _check_weights(A, expected, what: str, *, known: dict) -> None:
+    A = require_tensor_like(A, expected, what, known_mistakes=known)
     if torch.allclose(A, expected, atol=1e-5, rtol=1e-4):
         return
     for hint, wrong in known.items():
@@ -311,32 +311,32 @@ def _check_weights(A, expected, what: str, known: dict) -> None:
             f"{what} contains nan: a query whose every score is -inf gets 0/0 from the softmax. "
             "Is your mask inverted? True means 'may attend', so fill the scores where the mask is False"
         )
-    diagnose_weights(A, expected, what, known)
+    diagnose_weights(A, expected, what, known_mistakes=known)
 
 
-def _check_attention_with_a_mask(answer, generator: torch.Generator, Q, K, V) -> None:
+def _check_attention_with_a_mask(answer, generator: torch.Generator, *, Q, K, V) -> None:
     """Case 3 of 1.2: a mask with a True and a False in every row, broadcast over the batch."""
     batch, T_q, T_k, d_v = Q.shape[0], Q.shape[1], K.shape[1], V.shape[-1]
     mask = _random_mask((T_q, T_k), generator)
     H, A = _pair_of_outputs(call(answer, Q, K, V, mask.clone()), (batch, T_q, d_v), (batch, T_q, T_k))
     expected_H, expected_A = scaled_dot_product_attention(Q, K, V, mask=mask)
-    family = attention_variants(Q, K, V, mask)
+    family = attention_variants(Q, K, V, mask=mask)
     _check_weights(
         A,
         expected_A,
         f"A (with a ({T_q}, {T_k}) mask)",
-        {
+        known={
             **{hint: wrong_A for hint, (_, wrong_A) in family.items()},
             "the mask is ignored: set the scores where the mask is False to -inf BEFORE the softmax": _mask_ignored(
-                Q, K, V, mask
+                Q, K, V, mask=mask
             )[1],
             "the mask was applied after the softmax: the remaining weights no longer sum to 1. "
-            "Fill the scores with -inf before the softmax instead": _mask_after_softmax(Q, K, V, mask)[1],
+            "Fill the scores with -inf before the softmax instead": _mask_after_softmax(Q, K, V, mask=mask)[1],
             "the mask is inverted: True means 'may attend', so fill the scores where the mask is False": _mask_inverted(
-                Q, K, V, mask
+                Q, K, V, mask=mask
             )[1],
             "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1": _softmax_over_queries(
-                Q, K, V, mask
+                Q, K, V, mask=mask
             )[1],
         },
     )
@@ -399,7 +399,7 @@ def _check_attention(answer) -> None:
         A,
         expected_A,
         f"A (batch {batch}, {T_q} queries, {T_k} keys, d_k={d_k}, no mask)",
-        {hint: wrong_A for hint, (_, wrong_A) in family.items()},
+        known={hint: wrong_A for hint, (_, wrong_A) in family.items()},
     )
     diagnose(
         H,
@@ -411,16 +411,16 @@ def _check_attention(answer) -> None:
     H, A = _pair_of_outputs(call(answer, Q, K, V), (batch, T_q, d_v), (batch, T_q, T_k))
     expected_H, expected_A = scaled_dot_product_attention(Q, K, V)
     diagnose(H, expected_H, f"H (batch {batch}, {T_q} queries, values of size d_v={d_v} while d_k={d_k})")
-    _check_attention_with_a_mask(answer, generator, Q, K, V)
+    _check_attention_with_a_mask(answer, generator, Q=Q, K=K, V=V)
     # Case 4: causal self-attention, and a sequence of one token.
     for T in (5, 1):
         X = torch.randn(3, T, d_k, generator=generator)
         mask = causal_mask(T)
         H, A = _pair_of_outputs(call(answer, X, X, X, mask), (3, T, d_k), (3, T, T))
         expected_H, expected_A = scaled_dot_product_attention(X, X, X, mask=mask)
-        family = attention_variants(X, X, X, mask)
+        family = attention_variants(X, X, X, mask=mask)
         where = f"causal self-attention over {T} token{'s' if T > 1 else ''}"
-        _check_weights(A, expected_A, f"A ({where})", {hint: wrong_A for hint, (_, wrong_A) in family.items()})
+        _check_weights(A, expected_A, f"A ({where})", known={hint: wrong_A for hint, (_, wrong_A) in family.items()})
         diagnose(H, expected_H, f"H ({where})", known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()})
     _check_attention_when_large(answer, generator, V, T_q=T_q, d_k=d_k)
 
@@ -494,7 +494,7 @@ def _scores_scale_probe(answer):
     return (
         f"with the dot products q.k = 0, -2, 2, your scores divide them by {implied[0]:.3g} when d_k = 4 and by {implied[1]:.3g} "
         f"when d_k = 16, where the chapter divides by sqrt(d_k) = 2 and 4: "
-        + _describe_divisors(4, implied[0], 16, implied[1], {"T, the number of keys": 3})
+        + _describe_divisors(4, implied[0], d_large=16, D_large=implied[1], sizes={"T, the number of keys": 3})
     )
 
 
@@ -522,22 +522,22 @@ add_properties(
 )
 
 
-def _batched(answer, Q, K, V, mask=None):
+def _batched(answer, *, Q, K, V, mask=None):
     args = (Q[None], K[None], V[None]) + (() if mask is None else (mask,))
     H, A = probe_pair(answer(*args))
     return probe_tensor(H, (1, Q.shape[0], V.shape[-1]))[0], probe_tensor(A, (1, Q.shape[0], K.shape[0]))[0]
 
 
 def _matrix_weights_of(answer, Q, K):
-    return _batched(answer, Q, K, _randn(45, K.shape[0], 3))[1]
+    return _batched(answer, Q=Q, K=K, V=_randn(45, K.shape[0], 3))[1]
 
 
 def _matrix_masked_weights_of(answer, Q, K, mask):
-    return _batched(answer, Q, K, _randn(45, K.shape[0], 3), mask)[1]
+    return _batched(answer, Q=Q, K=K, V=_randn(45, K.shape[0], 3), mask=mask)[1]
 
 
 def _matrix_output(answer, Q, K, V):
-    H, A = _batched(answer, Q, K, V)
+    H, A = _batched(answer, Q=Q, K=K, V=V)
     return H, A, V.double()
 
 
@@ -547,7 +547,7 @@ def _batch_probe(answer):
     H, A = probe_pair(answer(Q, K, V))
     H, A = probe_tensor(H, (2, 3, 2)), probe_tensor(A, (2, 3, 5))
     for b in range(2):
-        H_b, A_b = _batched(answer, Q[b], K[b], V[b])
+        H_b, A_b = _batched(answer, Q=Q[b], K=K[b], V=V[b])
         if not (torch.allclose(H[b], H_b, atol=1e-5) and torch.allclose(A[b], A_b, atol=1e-5)):
             return (
                 f"sequence {b} of a batch of 2 gets other weights (by up to {float((A[b] - A_b).abs().max()):.3g}) than the "

@@ -66,7 +66,7 @@ def _reference_attend(x_query, x_memory, W_Q, W_K, W_V):
     return H[0], A[0]
 
 
-def _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=True):
+def _head_parts(x_query, x_memory, *, W_Q, W_K, W_V, scale=True):
     """Scores S (T_q, T_k), scaled or not, and values V (T_k, d_v): the start of a wrong answer."""
     Q, K = x_query @ W_Q, x_memory @ W_K
     S = Q @ K.T / (math.sqrt(K.shape[-1]) if scale else 1.0)
@@ -74,59 +74,59 @@ def _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=True):
 
 
 def _attend_unscaled(x_query, x_memory, W_Q, W_K, W_V):
-    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=False)
+    S, V = _head_parts(x_query, x_memory, W_Q=W_Q, W_K=W_K, W_V=W_V, scale=False)
     A = torch.softmax(S, dim=-1)
     return A @ V, A
 
 
 def _attend_divided_by_d_k(x_query, x_memory, W_Q, W_K, W_V):
-    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=False)
+    S, V = _head_parts(x_query, x_memory, W_Q=W_Q, W_K=W_K, W_V=W_V, scale=False)
     A = torch.softmax(S / W_K.shape[1], dim=-1)
     return A @ V, A
 
 
 def _attend_divided_by_sqrt_T(x_query, x_memory, W_Q, W_K, W_V):
-    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V, scale=False)
+    S, V = _head_parts(x_query, x_memory, W_Q=W_Q, W_K=W_K, W_V=W_V, scale=False)
     A = torch.softmax(S / math.sqrt(x_memory.shape[0]), dim=-1)
     return A @ V, A
 
 
 def _attend_naive_exp(x_query, x_memory, W_Q, W_K, W_V):
-    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V)
+    S, V = _head_parts(x_query, x_memory, W_Q=W_Q, W_K=W_K, W_V=W_V)
     E = torch.exp(S)
     A = E / E.sum(dim=-1, keepdim=True)
     return A @ V, A
 
 
 def _attend_softmax_over_queries(x_query, x_memory, W_Q, W_K, W_V):
-    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V)
+    S, V = _head_parts(x_query, x_memory, W_Q=W_Q, W_K=W_K, W_V=W_V)
     A = torch.softmax(S, dim=0)
     return A @ V, A
 
 
 def _attend_keys_with_W_Q(x_query, x_memory, W_Q, W_K, W_V):
-    return _attend_solution(x_query, x_memory, W_Q, W_Q, W_V)
+    return _attend_solution(x_query, x_memory, W_Q=W_Q, W_K=W_Q, W_V=W_V)
 
 
 def _attend_values_with_W_K(x_query, x_memory, W_Q, W_K, W_V):
-    return _attend_solution(x_query, x_memory, W_Q, W_K, W_K)
+    return _attend_solution(x_query, x_memory, W_Q=W_Q, W_K=W_K, W_V=W_K)
 
 
 def _attend_memory_from_query(x_query, x_memory, W_Q, W_K, W_V):
-    return _attend_solution(x_query, x_query, W_Q, W_K, W_V)
+    return _attend_solution(x_query, x_query, W_Q=W_Q, W_K=W_K, W_V=W_V)
 
 
 def _attend_returns_scores(x_query, x_memory, W_Q, W_K, W_V):
-    S, V = _head_parts(x_query, x_memory, W_Q, W_K, W_V)
+    S, V = _head_parts(x_query, x_memory, W_Q=W_Q, W_K=W_K, W_V=W_V)
     return torch.softmax(S, dim=-1) @ V, S
 
 
 def _attend_linear_convention(x_query, x_memory, W_Q, W_K, W_V):
-    return _attend_solution(x_query, x_memory, W_Q.T, W_K.T, W_V.T)
+    return _attend_solution(x_query, x_memory, W_Q=W_Q.T, W_K=W_K.T, W_V=W_V.T)
 
 
 def _attend_values_not_projected(x_query, x_memory, W_Q, W_K, W_V):
-    S, _ = _head_parts(x_query, x_memory, W_Q, W_K, W_V)
+    S, _ = _head_parts(x_query, x_memory, W_Q=W_Q, W_K=W_K, W_V=W_V)
     A = torch.softmax(S, dim=-1)
     return A @ x_memory, A
 
@@ -203,9 +203,9 @@ def _check_shapes(H, A, args, where: str) -> None:
             )
 
 
-def _check_head_weights(A, expected, what: str, known: dict) -> None:
+def _check_head_weights(A, expected, what: str, *, known: dict) -> None:
     A = require_tensor_like(A, expected, what)
-    diagnose_weights(A, expected, what, known)
+    diagnose_weights(A, expected, what, known_mistakes=known)
 
 
 def _head_case(generator, T_q, T_k, d_model, d_k, d_v, self_attention=False):
@@ -231,24 +231,24 @@ def _run_head_case(answer, args, where: str) -> None:
     else:
         given = tuple(t.clone() for t in args)
     H, A = _pair_of_outputs(call(answer, *given))
-    _check_shapes(H, A, args, where)
+    _check_shapes(H, A, args, where=where)
     expected_H, expected_A = _reference_attend(*args)
     A = require_tensor_like(A, expected_A, f"A {where}")
     H = require_tensor_like(H, expected_H, f"H {where}")
     if torch.allclose(A, expected_A, atol=1e-5, rtol=1e-4) and torch.allclose(H, expected_H, atol=1e-5, rtol=1e-4):
         return  # right: no need to work out what the known mistakes would give
     known_weights, known_outputs = _head_mistakes(args)
-    _check_head_weights(A, expected_A, f"A {where}", known_weights)
+    _check_head_weights(A, expected_A, f"A {where}", known=known_weights)
     diagnose(H, expected_H, f"H {where}", known_mistakes=known_outputs)
 
 
 def _check_attend(answer) -> None:
     generator = random_generator()
     # Case 1: self-attention with square matrices (every known mistake still has the right shape).
-    args = _head_case(generator, 5, 5, 4, 4, 4, self_attention=True)
+    args = _head_case(generator, T_q=5, T_k=5, d_model=4, d_k=4, d_v=4, self_attention=True)
     _run_head_case(answer, args, "(self-attention, T=5, d_model=d_k=d_v=4)")
     # Case 2: cross-attention between two different sequences of the same length.
-    args = _head_case(generator, 4, 4, 5, 3, 3)
+    args = _head_case(generator, T_q=4, T_k=4, d_model=5, d_k=3, d_v=3)
     _run_head_case(answer, args, "(cross-attention, T_q=T_k=4, d_model=5, d_k=d_v=3)")
     # Case 3: cross-attention with T_q != T_k and d_v != d_k, at random sizes; then one query.
     for _ in range(3):
@@ -257,16 +257,16 @@ def _check_attend(answer) -> None:
             T_k = int(torch.randint(1, 9, (), generator=generator))
         d_model, d_k = (int(n) for n in torch.randint(2, 9, (2,), generator=generator))
         d_v = d_k + 1 + int(torch.randint(0, 4, (), generator=generator))
-        args = _head_case(generator, T_q, T_k, d_model, d_k, d_v)
+        args = _head_case(generator, T_q, T_k, d_model=d_model, d_k=d_k, d_v=d_v)
         _run_head_case(
             answer, args, f"(cross-attention, T_q={T_q}, T_k={T_k}, d_model={d_model}, d_k={d_k}, d_v={d_v})"
         )
-    args = _head_case(generator, 1, 6, 3, 2, 5)
+    args = _head_case(generator, T_q=1, T_k=6, d_model=3, d_k=2, d_v=5)
     _run_head_case(answer, args, "(cross-attention, one query, T_k=6, d_model=3, d_k=2, d_v=5)")
     # Case 4: large scores. With W_Q = 1000 W_K every token's score with itself is
     # 1000 |x W_K|^2 / sqrt(d_k), hundreds or more: exp() overflows unless each row's maximum is
     # subtracted first. Tokens 1 and 3 are equal, so their scores tie.
-    x_query, _, _, W_K, W_V = _head_case(generator, 5, 5, 4, 3, 3, self_attention=True)
+    x_query, _, _, W_K, W_V = _head_case(generator, T_q=5, T_k=5, d_model=4, d_k=3, d_v=3, self_attention=True)
     x_query[3] = x_query[1]
     args = (x_query, x_query, 1000.0 * W_K, W_K, W_V)
     H, A = _pair_of_outputs(call(answer, x_query.clone(), x_query.clone(), *(W.clone() for W in args[2:])))
@@ -412,7 +412,7 @@ def _previous_token_solution(T: int, d_content: int) -> tuple[torch.Tensor, torc
     return W_Q, W_K
 
 
-def _shift_projections(T: int, d_content: int, offset: int, strength: float | None = None):
+def _shift_projections(T: int, d_content: int, offset: int, *, strength: float | None = None):
     """Position i asks for position i + offset (offset -1: the previous token); no content."""
     W_Q = torch.zeros(T + d_content, T)
     W_K = torch.zeros(T + d_content, T)
@@ -551,8 +551,8 @@ def _check_previous_token(answer) -> None:
     lengths = [8, 3, int(torch.randint(4, 33, (), generator=generator)), 64, 2]
     for T in lengths:
         d_content = int(torch.randint(1, 7, (), generator=generator))
-        _previous_token_case(answer, T, d_content, generator)
-    _previous_token_case(answer, 5, 0, generator)  # tokens that are positions only
+        _previous_token_case(answer, T, d_content, generator=generator)
+    _previous_token_case(answer, T=5, d_content=0, generator=generator)  # tokens that are positions only
 
 
 register(

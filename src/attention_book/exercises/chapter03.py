@@ -88,7 +88,7 @@ _HARDMAX_MISTAKES = {
 }
 
 
-def _plant_ties(scores: torch.Tensor, row: int, copies: int, generator: torch.Generator) -> None:
+def _plant_ties(scores: torch.Tensor, *, row: int, copies: int, generator: torch.Generator) -> None:
     """Give row ``row`` of a (rows, n) tensor ``copies`` extra positions equal to its maximum, in place."""
     n = scores.shape[-1]
     top = int(scores[row].argmax())
@@ -96,7 +96,7 @@ def _plant_ties(scores: torch.Tensor, row: int, copies: int, generator: torch.Ge
     scores[row, others] = scores[row, top].item()
 
 
-def _check_hardmax_case(answer, scores: torch.Tensor, what: str, mistakes: bool = True) -> None:
+def _check_hardmax_case(answer, scores: torch.Tensor, what: str, *, mistakes: bool = True) -> None:
     got = call(answer, scores.clone())
     expected = hardmax(scores)
     if isinstance(got, torch.Tensor) and scores.dim() >= 1 and tuple(got.shape) == tuple(scores.shape[:-1]):
@@ -113,8 +113,8 @@ def _check_hardmax(answer) -> None:
     generator = random_generator()
     # Case 1: a batch of 5 rows of 7 scores; row 1 has a two-way tie at the top, row 3 a three-way tie.
     scores = torch.randn(5, 7, generator=generator)
-    _plant_ties(scores, 1, 1, generator)
-    _plant_ties(scores, 3, 2, generator)
+    _plant_ties(scores, row=1, copies=1, generator=generator)
+    _plant_ties(scores, row=3, copies=2, generator=generator)
     _check_hardmax_case(answer, scores, "a (5, 7) batch of scores, two rows with tied maxima")
     # Case 2: one row without a batch, all scores negative.
     n = int(torch.randint(3, 10, (), generator=generator))
@@ -122,8 +122,8 @@ def _check_hardmax(answer) -> None:
     # Case 3: three leading dimensions, large scores, ties in some rows.
     scores = (100 * torch.randn(2, 3, 6, generator=generator)).round()
     flat = scores.view(6, 6)
-    _plant_ties(flat, 0, 1, generator)
-    _plant_ties(flat, 4, 5, generator)  # every score of this row is the maximum: uniform weights
+    _plant_ties(flat, row=0, copies=1, generator=generator)
+    _plant_ties(flat, row=4, copies=5, generator=generator)  # every score of this row is the maximum: uniform weights
     _check_hardmax_case(answer, scores, "scores of shape (2, 3, 6) with ties, one row entirely tied")
     # Case 4: a single key takes all the weight.
     _check_hardmax_case(answer, torch.tensor([[0.3], [-2.0]]), "two rows of a single key", mistakes=False)
@@ -159,7 +159,7 @@ def _sparsemax_solution(scores: torch.Tensor) -> torch.Tensor:
     return torch.clamp(scores - theta, min=0)  # (n,)
 
 
-def _sparsemax_parts(scores: torch.Tensor, descending: bool = True, first_k: int = 1, minus_one: bool = True):
+def _sparsemax_parts(scores: torch.Tensor, *, descending: bool = True, first_k: int = 1, minus_one: bool = True):
     """The sparsemax recipe with switches for typical slips; returns (scores - theta, support)."""
     z_sorted, _ = torch.sort(scores, descending=descending)
     n = len(scores)

@@ -367,7 +367,15 @@ def _mha_variant(
 
 def _mistake(**wrong):
     def answer(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads):
-        return _mha_variant(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, **wrong)
+        return _mha_variant(
+            x,
+            in_proj_weight,
+            in_proj_bias,
+            out_proj_weight=out_proj_weight,
+            out_proj_bias=out_proj_bias,
+            num_heads=num_heads,
+            **wrong,
+        )
 
     return answer
 
@@ -598,7 +606,7 @@ add_properties(
 )
 
 
-def _mha_call(answer, x, in_w, in_b, out_w, out_b, heads):
+def _mha_call(answer, x, *, in_w, in_b, out_w, out_b, heads):
     out, weights = probe_pair(answer(x, in_w, in_b, out_w, out_b, heads))
     batch, T, d_model = x.shape
     return probe_tensor(out, (batch, T, d_model)), probe_tensor(weights, (batch, heads, T, T))
@@ -618,7 +626,15 @@ def _mha_weights_of(answer, Q, K):
     W_q[:d, :d] = torch.eye(d)  # head 0's query = a
     W_k[:d, d : 2 * d] = torch.eye(d)  # head 0's key = b
     in_w = torch.cat([W_q, W_k, torch.eye(d_model)], 0)
-    _, weights = _mha_call(answer, x, in_w, torch.zeros(3 * d_model), torch.eye(d_model), torch.zeros(d_model), heads)
+    _, weights = _mha_call(
+        answer,
+        x,
+        in_w=in_w,
+        in_b=torch.zeros(3 * d_model),
+        out_w=torch.eye(d_model),
+        out_b=torch.zeros(d_model),
+        heads=heads,
+    )
     return weights[0, 0, : Q.shape[0], : K.shape[0]]
 
 
@@ -633,7 +649,9 @@ def _uniform_setup(seed: int = 61):
 def _merge_in_mha_probe(answer):
     x, in_w, in_b, heads, _ = _uniform_setup()
     d_model = x.shape[-1]
-    out, _ = _mha_call(answer, x, in_w, in_b, torch.eye(d_model), torch.zeros(d_model), heads)
+    out, _ = _mha_call(
+        answer, x, in_w=in_w, in_b=in_b, out_w=torch.eye(d_model), out_b=torch.zeros(d_model), heads=heads
+    )
     mean = x.double().mean(dim=1, keepdim=True).expand_as(out)
     if torch.allclose(out, mean, atol=1e-5):
         return None
@@ -649,7 +667,7 @@ def _output_projection_probe(answer):
     d_model = x.shape[-1]
     out_w = torch.randn(d_model, d_model, generator=generator)
     out_b = torch.randn(d_model, generator=generator)
-    out, _ = _mha_call(answer, x, in_w, in_b, out_w, out_b, heads)
+    out, _ = _mha_call(answer, x, in_w=in_w, in_b=in_b, out_w=out_w, out_b=out_b, heads=heads)
     mean = x.double().mean(dim=1, keepdim=True)
     expected = (mean @ out_w.double().T + out_b.double()).expand_as(out)
     if torch.allclose(out, expected, atol=1e-4):
@@ -672,7 +690,13 @@ def _in_bias_probe(answer):
     x = torch.randn(2, 4, d_model, generator=generator)
     in_b = torch.randn(3 * d_model, generator=generator)
     out, _ = _mha_call(
-        answer, x, torch.zeros(3 * d_model, d_model), in_b, torch.eye(d_model), torch.zeros(d_model), heads
+        answer,
+        x,
+        in_w=torch.zeros(3 * d_model, d_model),
+        in_b=in_b,
+        out_w=torch.eye(d_model),
+        out_b=torch.zeros(d_model),
+        heads=heads,
     )
     parts = in_b.double().chunk(3)
     if torch.allclose(out, parts[2].expand_as(out), atol=1e-5):
@@ -698,7 +722,15 @@ def _heads_probe(answer):
     x = torch.zeros(1, T, d_model)
     x[0, :, 2:4] = 2.0 * torch.randn(T, 2, generator=generator)
     in_w = torch.cat([torch.eye(d_model)] * 3, 0)
-    _, weights = _mha_call(answer, x, in_w, torch.zeros(3 * d_model), torch.eye(d_model), torch.zeros(d_model), heads)
+    _, weights = _mha_call(
+        answer,
+        x,
+        in_w=in_w,
+        in_b=torch.zeros(3 * d_model),
+        out_w=torch.eye(d_model),
+        out_b=torch.zeros(d_model),
+        heads=heads,
+    )
     rows = weights[0].sum(dim=-1)
     if not torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
         raise Inconclusive("the softmax axis probe says more")

@@ -45,7 +45,7 @@ from ._core import (
 # 5.1 The sinusoidal table
 
 
-def _table_from_angles(num_positions: int, d_model: int, angle, layout: str = "interleaved", first: str = "sin"):
+def _table_from_angles(num_positions: int, d_model: int, angle, *, layout: str = "interleaved", first: str = "sin"):
     """A (P, d) table from ``angle(p, column)``: sines/cosines interleaved or in two halves."""
     table = torch.zeros(num_positions, d_model, dtype=torch.float64)
     positions = torch.arange(num_positions, dtype=torch.float64)
@@ -170,7 +170,7 @@ register(
 # 5.2 Moving Δ positions on is a rotation
 
 
-def _block_diagonal(d_model: int, angle_of_pair, transpose: bool = False, partner=None) -> torch.Tensor:
+def _block_diagonal(d_model: int, angle_of_pair, *, transpose: bool = False, partner=None) -> torch.Tensor:
     """(d, d) matrix with a 2x2 rotation block [[cos, -sin], [sin, cos]] per pair (or its transpose)."""
     matrix = torch.zeros(d_model, d_model, dtype=torch.float64)
     for i in range(d_model // 2):
@@ -332,7 +332,7 @@ class _ConstantClassifier(nn.Module):
         return self.bias.expand(tokens.shape[0], -1)
 
 
-def _logits(model, tokens: torch.Tensor, padding: torch.Tensor, num_classes: int, what: str) -> torch.Tensor:
+def _logits(model, tokens: torch.Tensor, padding: torch.Tensor, *, num_classes: int, what: str) -> torch.Tensor:
     with torch.no_grad():
         logits = call(model, tokens, padding)
     logits = require_tensor_like(logits, torch.zeros(tokens.shape[0], num_classes), f"the logits {what}")
@@ -341,7 +341,7 @@ def _logits(model, tokens: torch.Tensor, padding: torch.Tensor, num_classes: int
     return logits
 
 
-def _distinct_tokens(batch: int, T: int, vocab_size: int, generator: torch.Generator) -> torch.Tensor:
+def _distinct_tokens(batch: int, T: int, vocab_size: int, *, generator: torch.Generator) -> torch.Tensor:
     """(batch, T) ids from 1 to vocab_size - 1 (0 is PAD), all different within a row."""
     return torch.stack([torch.randperm(vocab_size - 1, generator=generator)[:T] + 1 for _ in range(batch)])
 
@@ -365,13 +365,15 @@ def _shuffled(
     return result
 
 
-def _check_padding_does_not_matter(model, tokens: torch.Tensor, padding: torch.Tensor, logits: torch.Tensor) -> None:
+def _check_padding_does_not_matter(model, tokens: torch.Tensor, padding: torch.Tensor, *, logits: torch.Tensor) -> None:
     """Part of the order-blind classifier's check: three more padded positions leave the logits as they were."""
     batch, num_classes = tokens.shape[0], logits.shape[-1]
     longer_tokens = torch.cat([tokens, torch.full((batch, 3), PAD)], dim=1)
     longer_padding = torch.cat([padding, torch.zeros(batch, 3, dtype=torch.bool)], dim=1)
     if not torch.allclose(
-        _logits(model, longer_tokens, longer_padding, num_classes, "with extra padding"), logits, atol=1e-4
+        _logits(model, longer_tokens, longer_padding, num_classes=num_classes, what="with extra padding"),
+        logits,
+        atol=1e-4,
     ):
         raise ExerciseFailure(
             "adding padded positions (padding False) changes the logits: pass the padding mask to the encoder and "
@@ -393,26 +395,34 @@ def _check_order_blind_classifier(answer) -> None:
     model.eval()
     if not any(parameter.requires_grad for parameter in model.parameters()):
         raise ExerciseFailure("your model has no trainable parameters: it cannot learn anything")
-    tokens = _distinct_tokens(batch, T, vocab_size, generator)
+    tokens = _distinct_tokens(batch, T, vocab_size, generator=generator)
     lengths = torch.randint(3, T + 1, (batch,), generator=generator)
     lengths[0] = T
     padding = torch.arange(T)[None, :] < lengths[:, None]  # (batch, T): True for real tokens
     tokens = tokens.masked_fill(~padding, PAD)
     what = f"for a batch of {batch} sequences of up to {T} tokens"
-    logits = _logits(model, tokens, padding, num_classes, what)
+    logits = _logits(model, tokens, padding, num_classes=num_classes, what=what)
     # It must look at the tokens at all: put a token that is not in the row in place of the second one.
     changed = tokens.clone()
     for row in range(batch):
         unused = [token for token in range(1, vocab_size) if token not in tokens[row].tolist()]
         changed[row, 1] = unused[0]
-    if torch.allclose(_logits(model, changed, padding, num_classes, "after changing a token"), logits, atol=1e-4):
+    if torch.allclose(
+        _logits(model, changed, padding, num_classes=num_classes, what="after changing a token"), logits, atol=1e-4
+    ):
         raise ExerciseFailure(
             "your model gives the same logits whatever the tokens are; it must be blind to their ORDER, "
             "not to the tokens themselves"
         )
-    _check_padding_does_not_matter(model, tokens, padding, logits)
+    _check_padding_does_not_matter(model, tokens, padding, logits=logits)
     if not torch.allclose(
-        _logits(model, _shuffled(tokens, lengths, generator, keep_first=True), padding, num_classes, "after shuffling"),
+        _logits(
+            model,
+            _shuffled(tokens, lengths, generator, keep_first=True),
+            padding,
+            num_classes=num_classes,
+            what="after shuffling",
+        ),
         logits,
         atol=1e-4,
     ):
@@ -422,7 +432,11 @@ def _check_order_blind_classifier(answer) -> None:
         )
     if not torch.allclose(
         _logits(
-            model, _shuffled(tokens, lengths, generator, keep_first=False), padding, num_classes, "after shuffling"
+            model,
+            _shuffled(tokens, lengths, generator, keep_first=False),
+            padding,
+            num_classes=num_classes,
+            what="after shuffling",
         ),
         logits,
         atol=1e-4,
@@ -597,7 +611,7 @@ def _check_best_invariant_accuracy(answer) -> None:
         rtol=0.0,
     )
     # Case 3: twins (the same tokens in two orders, opposite labels) leave exactly a coin flip.
-    rows = _distinct_tokens(10, 5, 9, generator)
+    rows = _distinct_tokens(10, T=5, vocab_size=9, generator=generator)
     twins = torch.cat([rows, rows.flip(1)])
     twin_labels = torch.cat([torch.ones(10, dtype=torch.long), torch.zeros(10, dtype=torch.long)])
     got = _as_number(call(answer, twins, twin_labels), "the accuracy")

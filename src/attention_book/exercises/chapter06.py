@@ -262,7 +262,7 @@ class _SealedDecoderLayer(DecoderLayer):
         )
 
 
-def _random_layer(norm_first: bool, generator: torch.Generator, d_model: int, heads: int) -> DecoderLayer:
+def _random_layer(norm_first: bool, generator: torch.Generator, d_model: int, *, heads: int) -> DecoderLayer:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(torch.randint(0, 2**31 - 1, (), generator=generator)))
         layer = _SealedDecoderLayer(d_model, heads, 2 * d_model, norm_first=norm_first).eval()
@@ -282,7 +282,7 @@ def _check_decoder_layer(answer) -> None:
         batch=2, d_model=d_model, **{"T_out (the decoder's positions)": T_out, "T_in (the memory's positions)": T_in}
     )
     for norm_first in (False, True):
-        layer = _random_layer(norm_first, generator, d_model, heads)
+        layer = _random_layer(norm_first, generator, d_model, heads=heads)
         x = torch.randn(2, T_out, d_model, generator=generator)
         memory = torch.randn(2, T_in, d_model, generator=generator)
         with torch.no_grad():
@@ -458,10 +458,16 @@ def _future_cases(generator: torch.Generator) -> tuple[list, torch.Tensor, int]:
                 _OneLayerModel(vocab_size, from_last).eval(),
                 True,
             ),
-            ("a causal two-layer ab.LanguageModel", LanguageModel(vocab_size, 16, 2, 32, 2, max_len=T).eval(), False),
+            (
+                "a causal two-layer ab.LanguageModel",
+                LanguageModel(vocab_size, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=T).eval(),
+                False,
+            ),
             (
                 "a two-layer ab.LanguageModel built with causal=False",
-                LanguageModel(vocab_size, 16, 2, 32, 2, max_len=T, causal=False).eval(),
+                LanguageModel(
+                    vocab_size, d_model=16, num_heads=2, d_ff=32, num_layers=2, max_len=T, causal=False
+                ).eval(),
                 True,
             ),
         ]
@@ -537,7 +543,7 @@ def _ff_without_activation(x, W1, b1, W2, b2):
 
 
 def _ff_relu_on_output(x, W1, b1, W2, b2):
-    return torch.relu(_feed_forward_solution(x, W1, b1, W2, b2))
+    return torch.relu(_feed_forward_solution(x, W1, b1, W2=W2, b2=b2))
 
 
 def _ff_without_biases(x, W1, b1, W2, b2):
@@ -546,7 +552,7 @@ def _ff_without_biases(x, W1, b1, W2, b2):
 
 def _ff_mixing_positions(x, W1, b1, W2, b2):
     """Normalises over the positions: the output of a token depends on the others."""
-    out = _feed_forward_solution(x, W1, b1, W2, b2)
+    out = _feed_forward_solution(x, W1, b1, W2=W2, b2=b2)
     return out - out.mean(dim=1, keepdim=True)
 
 
@@ -588,7 +594,7 @@ def _check_feed_forward(answer) -> None:
             known[
                 "W1 and W2 are used transposed (nn.Linear's convention); this exercise uses x W1 with W1 of "
                 "shape (d_model, d_ff)"
-            ] = _feed_forward_solution(x, W1.T, b1, W2.T, b2)
+            ] = _feed_forward_solution(x, W1.T, b1, W2=W2.T, b2=b2)
         diagnose(got, _feed_forward_solution(*args), f"the output {where}", known_mistakes=known)
         # Position-wise: changing the other tokens leaves token 0's output alone.
         if T > 1:
@@ -701,7 +707,7 @@ def _greedy_first_position(model, source, max_len, bos, eos):
 
 
 def _greedy_keeps_bos(model, source, max_len, bos, eos):
-    result = _greedy_solution(model, source, max_len, bos, eos)
+    result = _greedy_solution(model, source, max_len, bos=bos, eos=eos)
     return torch.cat([torch.full((source.shape[0], 1), bos, dtype=torch.long), result], dim=1)[:, : result.shape[1] + 1]
 
 
@@ -747,12 +753,12 @@ def _check_greedy(answer) -> None:
         model = _ScriptedModel(stop)
         where = f"for {len(stop)} source sequences, max_len={max_len}, EOS after {[min(s - 1, max_len) for s in stop]} tokens"
         got = call(answer, model, source.clone(), max_len, bos, eos)
-        expected = _greedy_solution(model, source, max_len, bos, eos)
+        expected = _greedy_solution(model, source, max_len, bos=bos, eos=eos)
         known = {
-            _GREEDY_HINTS["bos_only"]: _greedy_bos_only(model, source, max_len, bos, eos),
-            _GREEDY_HINTS["keeps_bos"]: _greedy_keeps_bos(model, source, max_len, bos, eos),
-            _GREEDY_HINTS["ignores_eos"]: _greedy_ignores_eos(model, source, max_len, bos, eos),
-            _GREEDY_HINTS["first_eos"]: _greedy_stops_at_first_eos(model, source, max_len, bos, eos),
+            _GREEDY_HINTS["bos_only"]: _greedy_bos_only(model, source, max_len, bos=bos, eos=eos),
+            _GREEDY_HINTS["keeps_bos"]: _greedy_keeps_bos(model, source, max_len, bos=bos, eos=eos),
+            _GREEDY_HINTS["ignores_eos"]: _greedy_ignores_eos(model, source, max_len, bos=bos, eos=eos),
+            _GREEDY_HINTS["first_eos"]: _greedy_stops_at_first_eos(model, source, max_len, bos=bos, eos=eos),
         }
         if isinstance(got, torch.Tensor) and got.shape[0] == expected.shape[0] and got.shape[1] != expected.shape[1]:
             for hint, wrong in known.items():
@@ -938,7 +944,7 @@ register(
 # Properties (see _core's docstring): what an answer breaks, probed one idea at a time.
 
 
-def _masks_for(answer, lengths=(4, 2), T_in=4, T_out=5):
+def _masks_for(answer, *, lengths=(4, 2), T_in=4, T_out=5):
     padding = torch.arange(T_in)[None, :] < torch.tensor(lengths)[:, None]
     self_mask, cross_mask = probe_pair(answer(padding.clone(), T_out))
     if not (
@@ -996,10 +1002,10 @@ add_properties(
 
 
 def _probe_layer(norm_first: bool, seed: int = 71) -> DecoderLayer:
-    return _random_layer(norm_first, torch.Generator().manual_seed(seed), 16, 4)
+    return _random_layer(norm_first, torch.Generator().manual_seed(seed), d_model=16, heads=4)
 
 
-def _layer_run(answer, layer, x, memory):
+def _layer_run(answer, layer, x, *, memory):
     with torch.no_grad():
         return probe_tensor(answer(layer, x.clone(), memory.clone()), tuple(x.shape))
 
@@ -1009,8 +1015,8 @@ def _memory_order_probe(answer):
     x, memory = torch.randn(2, 5, 16, generator=generator), torch.randn(2, 5, 16, generator=generator)
     for norm_first in (False, True):
         layer = _probe_layer(norm_first)
-        got = _layer_run(answer, layer, x, memory)
-        again = _layer_run(answer, layer, x, memory.flip(1))
+        got = _layer_run(answer, layer, x, memory=memory)
+        again = _layer_run(answer, layer, x, memory=memory.flip(1))
         if not torch.allclose(got, again, atol=1e-5):
             return (
                 f"reversing the order of the memory's {memory.shape[1]} positions moved the output by up to "
@@ -1025,10 +1031,10 @@ def _layer_causality_probe(answer):
     x, memory = torch.randn(2, 6, 16, generator=generator), torch.randn(2, 4, 16, generator=generator)
     for norm_first in (False, True):
         layer = _probe_layer(norm_first)
-        got = _layer_run(answer, layer, x, memory)
+        got = _layer_run(answer, layer, x, memory=memory)
         changed = x.clone()
         changed[:, 3:] = torch.randn(2, 3, 16, generator=generator)
-        again = _layer_run(answer, layer, changed, memory)
+        again = _layer_run(answer, layer, changed, memory=memory)
         if torch.isnan(got).any():
             return "the output contains nan: a query whose every key is masked gets 0/0; True in the causal mask means 'may attend' (the lower triangle)"
         moved = float((again[:, :3] - got[:, :3]).abs().max())
@@ -1071,7 +1077,7 @@ def _residual_probe(answer):
             else:
                 expected = layer.norm3(layer.norm2(layer.norm1(x))).double()
                 rule = "norm(x + sublayer(x)) three times, which gives norm3(norm2(norm1(x)))"
-        got = _layer_run(answer, layer, x, memory)
+        got = _layer_run(answer, layer, x, memory=memory)
         if torch.allclose(got, expected, atol=1e-4):
             continue
         kind = "pre-norm (norm_first=True)" if norm_first else "post-norm (norm_first=False)"
@@ -1113,7 +1119,7 @@ def _feed_forward_reaches_probe(answer):
             else:
                 h = layer.norm2(layer.norm1(x))
                 expected = layer.norm3(h + layer.feed_forward(h))
-        got = _layer_run(answer, layer, x, memory)
+        got = _layer_run(answer, layer, x, memory=memory)
         if not torch.allclose(got, expected.double(), atol=1e-4):
             return (
                 "with both attentions switched off, the output must still carry the feed-forward sub-layer (norm3 and "
@@ -1285,7 +1291,7 @@ class _ListeningModel(_ScriptedModel):
         return super().decode(generated, memory, source_padding)
 
 
-def _next_token(model: _ScriptedModel, source: torch.Tensor, b: int, prefix: list[int]) -> int:
+def _next_token(model: _ScriptedModel, source: torch.Tensor, b: int, *, prefix: list[int]) -> int:
     """The scripted model's most likely token after ``prefix`` for sequence b (not recorded as an input)."""
     saved, model.stop = model.stop, [model.stop[b]]
     try:
@@ -1340,7 +1346,7 @@ def _own_output_probe(answer):
         for token in row:
             if _EOS in prefix[1:]:
                 break
-            wanted = _next_token(model, source, b, prefix)
+            wanted = _next_token(model, source, b, prefix=prefix)
             if token != wanted:
                 fed = [t for t in (x[b].tolist() for x in model.inputs) if t[: len(prefix)] != prefix[: len(t)]]
                 extra = (

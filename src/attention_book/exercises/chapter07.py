@@ -192,7 +192,7 @@ class _ClassifierWithNewEncoder(_ClassifierSolution):
         )
 
 
-def _find_head(model: nn.Module, encoder: nn.Module, d_model: int, num_classes: int) -> nn.Linear:
+def _find_head(model: nn.Module, encoder: nn.Module, d_model: int, *, num_classes: int) -> nn.Linear:
     encoder_parameters = {id(p) for p in encoder.parameters()}
     heads = [
         module
@@ -226,7 +226,7 @@ def _check_classifier(answer) -> None:
             "your model does not hold the encoder you gave it: use the encoder you are given (store it as an attribute, "
             "e.g. self.encoder = encoder), do not build a new one; its pretrained weights are the point"
         )
-    head = _find_head(model, encoder, d_model, num_classes)
+    head = _find_head(model, encoder, d_model, num_classes=num_classes)
     with torch.no_grad():
         head.weight.copy_(torch.randn(num_classes, d_model, generator=generator))
         head.bias.copy_(torch.randn(num_classes, generator=generator))
@@ -322,7 +322,9 @@ def _largest_features(train_features, train_labels, valid_features, valid_labels
 
 
 def _counted_from_one(train_features, train_labels, valid_features, valid_labels):
-    return _best_layer_solution(train_features, train_labels, valid_features, valid_labels) + 1
+    return (
+        _best_layer_solution(train_features, train_labels, valid_features=valid_features, valid_labels=valid_labels) + 1
+    )
 
 
 def _worst_layer(train_features, train_labels, valid_features, valid_labels):
@@ -334,7 +336,7 @@ def _worst_layer(train_features, train_labels, valid_features, valid_labels):
 
 
 def _layer_features(
-    generator: torch.Generator, num_layers: int = 7, n_train: int = 240, n_valid: int = 240, d: int = 8
+    generator: torch.Generator, *, num_layers: int = 7, n_train: int = 240, n_valid: int = 240, d: int = 8
 ):
     """Synthetic per-layer features with known roles. Returns (train, train_labels, valid, valid_labels, roles).
 
@@ -525,7 +527,7 @@ class _ScriptedEncoder(nn.Module):
 def _scripted_classifier(answer, d_model: int = 4):
     encoder = _ScriptedEncoder(d_model)
     model = answer(encoder, d_model, d_model)
-    head = _find_head(model, encoder, d_model, d_model)
+    head = _find_head(model, encoder, d_model, num_classes=d_model)
     with torch.no_grad():
         head.weight.copy_(torch.eye(d_model))
         head.bias.zero_()
