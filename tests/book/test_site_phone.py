@@ -103,12 +103,6 @@ def test_at_390_px_widget_pictures_and_display_equations_fit_the_screen(site, br
     assert not problems, f"{chapter} at 390 px:\n" + "\n".join(problems)
 
 
-@pytest.mark.xfail(
-    reason="issue 29, not done: the widgets keep one 660-unit layout; fitLabels() enlarges a label to 9 px only where it "
-    "has room, so titles, matrix labels and dense token labels stay at 3-8.5 px at 390 px (a layout made for a "
-    "narrow screen, panels stacked, is what remains)",
-    strict=False,
-)
 @pytest.mark.parametrize("chapter", CHAPTERS)
 def test_at_390_px_every_widget_label_is_at_least_9_px(site, browser, chapter):
     layout = _phone_layout(site, browser, chapter)

@@ -71,12 +71,14 @@ const STYLE = `
 .ab-control .ab-readout { min-width: 3.2em; font-variant-numeric: tabular-nums; }
 .ab-error { color: #b00020; font-size: 12px; }
 .ab-error:empty { display: none; }
-/* The picture is drawn to the width it gets (its viewBox scales); on a narrow screen fitLabels()
-   enlarges every label that would be drawn under 9 px, and hides the numbers inside matrix cells
-   that would, so nothing is cut and nothing needs scrolling sideways. */
+/* The picture is drawn to the width it gets (its viewBox scales). Under NARROW_PX each widget draws
+   a layout made for that width (panels stacked, 1 unit = 1 px or more, labels of 10 px); fitLabels()
+   still enlarges any label that would be drawn under 9 px where it has room, and hides the numbers
+   inside matrix cells that would, so nothing is cut and nothing needs scrolling sideways. */
 .ab-picture { position: relative; }
 .ab-picture svg { width: 100%; height: auto; display: block; }
 .ab-picture text.ab-too-small { display: none; }
+.ab-picture text.ab-label-rest:not(.ab-label-shown) { display: none; }
 .ab-picture text { font-family: inherit; }
 .ab-stale svg { opacity: 0.35; }
 .ab-stale-note { display: none; position: absolute; top: 4px; right: 6px; background: #fff3cd; color: #7a5b00;
@@ -241,11 +243,56 @@ function newPicture(frame, width, height) {
   return svg;
 }
 
+// -- the picture's layout: wide (a desktop column) or made for a narrow screen (a phone) -----
+// Wide: every widget draws a fixed layout 660 units across, which the viewBox scales to the box.
+// Under NARROW_PX the widget draws another layout, as many units across as the box has CSS pixels
+// (rounded down to 8, so a unit is never drawn under 1 px): its panels stand one under another,
+// long lines wrap, and a label declared at 10 units is drawn at 10 px or more. render() rebuilds
+// the picture when the box's width crosses into another layout (frame.layout.key).
+const NARROW_PX = 520;
+function pictureLayout(frame) {
+  const px = frame.picture.clientWidth;  // 0 while hidden (a closed tab): the wide layout until it shows
+  if (!px || px >= NARROW_PX) return { narrow: false, width: 660, key: "wide" };
+  const width = Math.max(240, 8 * Math.floor(px / 8));
+  return { narrow: true, width, key: `narrow-${width}` };
+}
+
+// Words of `text` on lines of at most `width` units at `font` (a character estimated at 0.58 font,
+// 0.64 in bold, 0.62 in monospace).
+function wrapLines(text, width, font, { monospace, bold } = {}) {
+  const perLine = Math.max(8, Math.floor(width / (font * (monospace ? 0.62 : bold ? 0.64 : 0.58))));
+  const lines = [];
+  for (const word of String(text).split(" ")) {
+    const last = lines.length ? lines[lines.length - 1] : null;
+    if (last !== null && (last + " " + word).length <= perLine) lines[lines.length - 1] = last + " " + word;
+    else lines.push(word);
+  }
+  return lines;
+}
+
+// Writes `text` into an SVG text element, wrapped onto lines (tspans) when `width` is given.
+function writeText(node, text, width) {
+  if (!width) {
+    node.textContent = text;
+    return 1;
+  }
+  while (node.firstChild) node.firstChild.remove();
+  const font = parseFloat(node.getAttribute("font-size")) || 12;
+  const lines = wrapLines(text, width, font, {
+    monospace: node.getAttribute("font-family") === "monospace", bold: node.getAttribute("font-weight") === "bold" });
+  lines.forEach((line, k) => make("svg:tspan", { x: node.getAttribute("x"), dy: k ? (font * 1.25).toFixed(1) : 0 }, node, line));
+  return lines.length;
+}
+
 // A heatmap of SVG rectangles: set(matrix) recolours; rows are queries, columns keys.
-// Hovering a cell or a label highlights its row and column (the rest fades).
-function heatmap(parent, colour, { x, y, cell, rows, cols, rowLabels, colLabels, xTitle, yTitle, numbers, font, onRowClick }) {
+// Hovering a cell or a label highlights its row and column (the rest fades). With `every` = k > 1
+// (cells too small for a legible label each) only every k-th row and column is labelled; the
+// others' labels show while their row or column is pointed at.
+function heatmap(parent, colour, { x, y, cell, rows, cols, rowLabels, colLabels, xTitle, yTitle, numbers, font, onRowClick, every }) {
   const g = make("svg:g", { class: "ab-heatmap" }, parent);
   font = font || 11;
+  every = every || 1;
+  const rest = (k) => (k % every ? "ab-label-rest" : null);
   const rects = [];
   const texts = [];
   for (let i = 0; i < rows; i += 1) {
@@ -260,11 +307,11 @@ function heatmap(parent, colour, { x, y, cell, rows, cols, rowLabels, colLabels,
     }
   }
   const rowText = (rowLabels || []).map((label, i) =>
-    make("svg:text", { x: x - 4, y: y + (i + 0.5) * cell + font * 0.35, "text-anchor": "end", "font-size": font, "data-row": i, "data-pitch": (cell * 0.95).toFixed(2), class: "ab-row-label", style: onRowClick ? "cursor:pointer" : "" }, g, label));
+    make("svg:text", { x: x - 4, y: y + (i + 0.5) * cell + font * 0.35, "text-anchor": "end", "font-size": font, "data-row": i, "data-pitch": (cell * 0.95 * every).toFixed(2), class: rest(i) ? "ab-row-label ab-label-rest" : "ab-row-label", style: onRowClick ? "cursor:pointer" : "" }, g, label));
   const colText = (colLabels || []).map((label, j) => {
     const cx = x + (j + 0.5) * cell;
     const cy = y + rows * cell + 4;
-    return make("svg:text", { x: cx, y: cy, transform: `rotate(-55 ${cx} ${cy})`, "text-anchor": "end", "dominant-baseline": "hanging", "font-size": font, "data-col": j, "data-pitch": (cell * 0.8).toFixed(2) }, g, label);
+    return make("svg:text", { x: cx, y: cy, transform: `rotate(-55 ${cx} ${cy})`, "text-anchor": "end", "dominant-baseline": "hanging", "font-size": font, "data-col": j, "data-pitch": (cell * 0.8 * every).toFixed(2), class: rest(j) }, g, label);
   });
   if (xTitle) make("svg:text", { x: x + (cols * cell) / 2, y: y - 6, "text-anchor": "middle", "font-size": font, "data-room": (cols * cell + 16).toFixed(2) }, g, xTitle);
   if (yTitle) {
@@ -282,6 +329,10 @@ function heatmap(parent, colour, { x, y, cell, rows, cols, rowLabels, colLabels,
     }
     rowText.forEach((t, i) => t.setAttribute("font-weight", i === row ? "bold" : "normal"));
     colText.forEach((t, j) => t.setAttribute("font-weight", j === col ? "bold" : "normal"));
+    if (every > 1) {
+      rowText.forEach((t, i) => t.classList.toggle("ab-label-shown", i === row));
+      colText.forEach((t, j) => t.classList.toggle("ab-label-shown", j === col));
+    }
   }
   g.addEventListener("mouseover", (event) => {
     const target = event.target;
@@ -319,9 +370,18 @@ function heatmap(parent, colour, { x, y, cell, rows, cols, rowLabels, colLabels,
   };
 }
 
-function colourBar(parent, colour, { x, y, height, label }) {
+// A colour bar for weights 0..1: upright `height` tall, or lying `width` wide (a narrow layout).
+function colourBar(parent, colour, { x, y, height, width, label }) {
   const g = make("svg:g", {}, parent);
   const steps = 20;
+  if (width) {
+    for (let k = 0; k < steps; k += 1) {
+      make("svg:rect", { x: x + (width * k) / steps, y, width: width / steps + 0.5, height: 10, fill: colour(k / (steps - 1)) }, g);
+    }
+    for (const v of [0, 0.5, 1]) make("svg:text", { x: x + width * v, y: y + 23, "text-anchor": "middle", "font-size": 10 }, g, v.toFixed(1));
+    if (label) make("svg:text", { x: x + width + 8, y: y + 9, "font-size": 10 }, g, label);
+    return;
+  }
   for (let k = 0; k < steps; k += 1) {
     make("svg:rect", { x, y: y + (height * k) / steps, width: 10, height: height / steps + 0.5, fill: colour(1 - k / (steps - 1)) }, g);
   }
@@ -398,19 +458,41 @@ function attentionExplorer(frame) {
 
   function build(data) {
     const T = data.tokens.length;
-    const svg = newPicture(frame, 660, 330);
     const labels = data.tokens.map((t) => shorten(t, 8));
-    const heading = make("svg:text", { x: 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
-    make("svg:text", { x: 70, y: 34, "font-size": 11, fill: "#444" }, svg, "bars: weights a_j of the query's row; above each bar its scaled score s_j / τ");
-    const bars = barChart(svg, { x: 70, y: 44, width: 300, height: 200, labels, yLabel: "attention weight a_j" });
-    const cell = Math.min(26, 190 / T);
-    const map = heatmap(svg, frame.colour, {
-      x: 470, y: 60, cell, rows: T, cols: T, rowLabels: labels, colLabels: labels, xTitle: "attention matrix A (keys →)",
-      onRowClick: (i) => frame.setView({ query: i }),
-    });
-    colourBar(svg, frame.colour, { x: 470 + T * cell + 8, y: 60, height: T * cell, label: "" });
-    const output = make("svg:text", { x: 70, y: 312, "font-size": 12, "font-family": "monospace" }, svg, "");
-    built = { tokens: data.tokens.join(" "), bars, map, heading, output };
+    const explain = "bars: weights a_j of the query's row; above each bar its scaled score s_j / τ";
+    const onRowClick = (i) => frame.setView({ query: i });
+    const { narrow, width: W } = frame.layout;
+    if (narrow) {  // heading, bars, then the matrix under them, then the output
+      const lines = wrapLines(explain, W - 12, 11);
+      const barsY = 52 + 14 * lines.length;  // under a heading of up to two lines
+      const labelWidth = 6.4 * Math.max(...labels.map((l) => l.length));
+      const cell = Math.min(36, (W - labelWidth - 16) / T);
+      const mapX = labelWidth + 10;
+      const mapY = barsY + 150 + 12 + 4.9 * Math.max(...labels.map((l) => l.length)) + 26;
+      const below = mapY + T * cell + 8 + 4.9 * Math.max(...labels.map((l) => l.length));
+      const outputLines = wrapLines(`output h = Σ_j a_j x_j = [${data.outputs[0][0][0][0].map(() => "-0.00").join(", ")}]`, W - 12, 11, { monospace: true }).length;
+      const svg = newPicture(frame, W, below + 56 + 14 * outputLines);
+      const heading = make("svg:text", { x: 6, y: 14, "font-weight": "bold", "font-size": 12 }, svg, "");
+      writeText(make("svg:text", { x: 6, y: 48, "font-size": 11, fill: "#444" }, svg), explain, W - 12);
+      const bars = barChart(svg, { x: 44, y: barsY, width: W - 52, height: 150, labels, yLabel: "attention weight a_j" });
+      const map = heatmap(svg, frame.colour, { x: mapX, y: mapY, cell, rows: T, cols: T, rowLabels: labels, colLabels: labels, xTitle: "attention matrix A (keys →)", font: 10, onRowClick });
+      colourBar(svg, frame.colour, { x: mapX, y: below + 6, width: Math.min(T * cell, 160), label: "weight" });
+      const output = make("svg:text", { x: 6, y: below + 48, "font-size": 11, "font-family": "monospace" }, svg, "");
+      built = { tokens: data.tokens.join(" "), layout: frame.layout.key, bars, map, heading, output, wrap: W - 12 };
+    } else {
+      const svg = newPicture(frame, 660, 330);
+      const heading = make("svg:text", { x: 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
+      make("svg:text", { x: 70, y: 34, "font-size": 11, fill: "#444" }, svg, explain);
+      const bars = barChart(svg, { x: 70, y: 44, width: 300, height: 200, labels, yLabel: "attention weight a_j" });
+      const cell = Math.min(26, 190 / T);
+      const map = heatmap(svg, frame.colour, {
+        x: 470, y: 60, cell, rows: T, cols: T, rowLabels: labels, colLabels: labels, xTitle: "attention matrix A (keys →)",
+        onRowClick,
+      });
+      colourBar(svg, frame.colour, { x: 470 + T * cell + 8, y: 60, height: T * cell, label: "" });
+      const output = make("svg:text", { x: 70, y: 312, "font-size": 12, "font-family": "monospace" }, svg, "");
+      built = { tokens: data.tokens.join(" "), layout: frame.layout.key, bars, map, heading, output, wrap: null };
+    }
     query.fill(data.tokens.map((t, i) => [`${i + 1}: ${t}`, i]), Math.min(view.query, T - 1));
     temperature.setRange(0, data.temperatures.length - 1);
     sentence.value = data.tokens.join(" ");
@@ -418,7 +500,7 @@ function attentionExplorer(frame) {
 
   return function draw() {
     const data = dataOf(model);
-    if (!built || built.tokens !== data.tokens.join(" ")) build(data);
+    if (!built || built.tokens !== data.tokens.join(" ") || built.layout !== frame.layout.key) build(data);
     const T = data.tokens.length;
     const v = frame.view;
     const q = Math.min(v.query, T - 1);
@@ -436,9 +518,9 @@ function attentionExplorer(frame) {
     built.map.set(weights);
     built.map.mark(q);
     const tau = data.temperatures[v.temperature];
-    built.heading.textContent = `query '${data.tokens[q]}' · τ = ${fixed(tau, 2)} · ${v.scaled ? "÷√d_k" : "unscaled"}${v.causal ? " · causal" : ""}`;
+    writeText(built.heading, `query '${data.tokens[q]}' · τ = ${fixed(tau, 2)} · ${v.scaled ? "÷√d_k" : "unscaled"}${v.causal ? " · causal" : ""}`, built.wrap);
     const h = data.outputs[s][c][v.temperature][q];
-    built.output.textContent = `output h = Σ_j a_j x_j = [${h.map((x) => fixed(x, 2)).join(", ")}]`;
+    writeText(built.output, `output h = Σ_j a_j x_j = [${h.map((x) => fixed(x, 2)).join(", ")}]`, built.wrap);
     query.set(q);
     temperature.set(v.temperature);
   };
@@ -475,20 +557,26 @@ function keyValueExplorer(frame) {
   }
 
   function build(data) {
-    const svg = newPicture(frame, 660, 270);
     const labels = data.key_labels.map((l) => shorten(l, 16));
+    // Narrow: the sum under the bars (below their slanted labels) instead of beside them.
+    const { narrow, width: W } = frame.layout;
+    const sumX = narrow ? 6 : 390;
+    const sumY = narrow ? 30 + 180 + 20 + 3.8 * Math.max(...labels.map((l) => l.length)) : 30;
+    const svg = newPicture(frame, narrow ? W : 660, narrow ? sumY + 24 + 17 * data.values_list.length + 14 : 270);
     built = {
       keys: data.key_labels.join("|"),
-      heading: make("svg:text", { x: 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, ""),
-      bars: barChart(svg, { x: 70, y: 30, width: 280, height: 180, labels, yLabel: "attention weight" }),
-      sum: make("svg:text", { x: 390, y: 50, "font-size": 12, "font-family": "monospace" }, svg, ""),
+      layout: frame.layout.key,
+      sumX,
+      heading: make("svg:text", { x: narrow ? 6 : 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, ""),
+      bars: barChart(svg, { x: narrow ? 44 : 70, y: 30, width: narrow ? W - 52 : 280, height: 180, labels, yLabel: "attention weight" }),
+      sum: make("svg:text", { x: sumX, y: sumY + 20, "font-size": 12, "font-family": "monospace" }, svg, ""),
     };
-    make("svg:text", { x: 390, y: 30, "font-weight": "bold", "font-size": 12 }, svg, "returned value = Σ weight × value");
+    make("svg:text", { x: sumX, y: sumY, "font-weight": "bold", "font-size": 12 }, svg, "returned value = Σ weight × value");
   }
 
   return function draw() {
     const data = dataOf(model);
-    if (!built || built.keys !== data.key_labels.join("|")) build(data);
+    if (!built || built.keys !== data.key_labels.join("|") || built.layout !== frame.layout.key) build(data);
     const moved = frame.view.moved || {};
     const axis = Object.keys(moved).length ? Number(Object.keys(moved)[0]) : null;
     let weights = data.weights;
@@ -510,9 +598,9 @@ function keyValueExplorer(frame) {
     built.heading.textContent = `query [${q.map((x) => fixed(x, 1)).join(", ")}]`;
     while (built.sum.firstChild) built.sum.firstChild.remove();
     data.values_list.forEach((vec, j) => {
-      make("svg:tspan", { x: 390, dy: j ? 17 : 0 }, built.sum, `${fixed(weights[j], 3)} × [${vec.map((x) => fixed(x, 0)).join(", ")}]`);
+      make("svg:tspan", { x: built.sumX, dy: j ? 17 : 0 }, built.sum, `${fixed(weights[j], 3)} × [${vec.map((x) => fixed(x, 0)).join(", ")}]`);
     });
-    make("svg:tspan", { x: 390, dy: 24, "font-weight": "bold" }, built.sum, `= [${value.map((x) => fixed(x, 2)).join(", ")}]`);
+    make("svg:tspan", { x: built.sumX, dy: 24, "font-weight": "bold" }, built.sum, `= [${value.map((x) => fixed(x, 2)).join(", ")}]`);
     if (!text.matches(":focus")) text.value = q.map((x) => fixed(x, 1)).join(", ");
   };
 }
@@ -530,16 +618,27 @@ function softHardExplorer(frame) {
   const methods = [["softmax", "softmax(βs)"], ["sparsemax", "sparsemax(βs)"], ["hardmax", "hardmax(s)"]];
 
   function build(data) {
-    const svg = newPicture(frame, 660, 400);
     const labels = data.labels.map((l) => shorten(l, 8));
-    const panels = methods.map(([key, name], m) => ({
+    // Wide: the three bar charts side by side, the entropy plot under them. Narrow: the three
+    // charts one under another (title left, entropy and count right), then the entropy plot,
+    // its legend under it.
+    const { narrow, width: W } = frame.layout;
+    const slant = 4 * Math.max(...labels.map((l) => l.length));  // the depth of the slanted bar labels
+    const panelHeight = 20 + 110 + 18 + slant;
+    const svg = narrow ? newPicture(frame, W, 3 * panelHeight + 240) : newPicture(frame, 660, 400);
+    const panels = methods.map(([key, name], m) => (narrow ? {
+      key,
+      title: make("svg:text", { x: 6, y: 14 + m * panelHeight, "font-size": 12, "font-weight": "bold" }, svg, name),
+      info: make("svg:text", { x: W - 4, y: 14 + m * panelHeight, "text-anchor": "end", "font-size": 11 }, svg, ""),
+      bars: barChart(svg, { x: 44, y: 20 + m * panelHeight, width: W - 52, height: 110, labels, yLabel: "weight" }),
+    } : {
       key,
       title: make("svg:text", { x: 50 + m * 210 + 90, y: 16, "text-anchor": "middle", "font-size": 12, "font-weight": "bold", "data-room": 200 }, svg, name),
       info: make("svg:text", { x: 50 + m * 210 + 90, y: 32, "text-anchor": "middle", "font-size": 11, "data-room": 200 }, svg, ""),
       bars: barChart(svg, { x: 50 + m * 210, y: 40, width: 170, height: 130, labels, yLabel: m === 0 ? "weight" : "" }),
     }));
     // Entropy against β (log axis), with a marker at the slider.
-    const x0 = 60, y0 = 250, w = 440, h = 110;
+    const [x0, y0, w, h] = narrow ? [48, 3 * panelHeight + 30, W - 60, 110] : [60, 250, 440, 110];
     const g = make("svg:g", {}, svg);
     const n = data.betas.length;
     const top = Math.log(data.labels.length) || 1;
@@ -556,15 +655,16 @@ function softHardExplorer(frame) {
     methods.forEach(([key], m) => {
       const points = data.entropy[key].map((e, i) => `${px(i)},${py(e)}`).join(" ");
       make("svg:polyline", { points, fill: "none", stroke: colours[key], "stroke-width": 2, "stroke-dasharray": key === "hardmax" ? "4 3" : null }, g);
-      make("svg:text", { x: x0 + w + 8, y: y0 + 14 + m * 16, "font-size": 11, fill: colours[key] }, g, key);
+      const [lx, ly] = narrow ? [x0 + m * 80, y0 + h + 50] : [x0 + w + 8, y0 + 14 + m * 16];
+      make("svg:text", { x: lx, y: ly, "font-size": 11, fill: colours[key] }, g, key);
     });
     const marker = make("svg:line", { y1: y0, y2: y0 + h, stroke: "#d62728", "stroke-width": 1.5 }, g);
-    built = { key: JSON.stringify([data.labels, data.scores]), panels, marker, px };
+    built = { key: JSON.stringify([data.labels, data.scores]), layout: frame.layout.key, panels, marker, px };
   }
 
   return function draw() {
     const data = dataOf(model);
-    if (!built || built.key !== JSON.stringify([data.labels, data.scores])) build(data);
+    if (!built || built.key !== JSON.stringify([data.labels, data.scores]) || built.layout !== frame.layout.key) build(data);
     const b = frame.view.beta;
     for (const panel of built.panels) {
       const weights = panel.key === "hardmax" ? data.hardmax : data[panel.key][b];
@@ -588,6 +688,10 @@ function headViewer(frame) {
   const headMenu = select(frame, "head", "head", [], frame.view.head, (v) => frame.setView({ head: v }));
 
   function build(data) {
+    if (frame.layout.narrow) {
+      buildNarrow(data);
+      return;
+    }
     const T = data.labels.length;
     const H = data.num_heads;
     const labels = data.labels.map((l) => shorten(l, 10));
@@ -625,7 +729,66 @@ function headViewer(frame) {
     });
     colourBar(svg, frame.colour, { x: width - 60, y: 40, height: Math.min(200, height - 40 - margin), label: "attention weight" });
     make("svg:text", { x: 10, y: height - 8, "font-size": 11, fill: "#444" }, svg, "rows: queries · columns: keys (point at or tap a cell or a token to follow it)");
-    built = { text: data.labels.join(" ") + "|" + data.num_layers + "|" + H, heading, grid, gridGroup, single, singleGroup };
+    built = { text: data.labels.join(" ") + "|" + data.num_layers + "|" + H, layout: frame.layout.key, heading, grid, gridGroup, single, singleGroup };
+    fillMenus(data);
+  }
+
+  // A narrow screen: two heads a row, labels at 10 px (every k-th token's where the cells are
+  // smaller than a label; the rest show on pointing), the colour bar lying under the maps, the
+  // hint wrapped.
+  function buildNarrow(data) {
+    const T = data.labels.length;
+    const H = data.num_heads;
+    const W = frame.layout.width;
+    const font = 10;
+    const labels = data.labels.map((l) => shorten(l, 8));
+    const longest = Math.max(...labels.map((l) => l.length));
+    const margin = 8 + 6 * longest;  // the row labels' width
+    const depth = 16 + 4.9 * longest;  // the slanted column labels' depth
+    const columns = Math.min(H, 2);
+    const gridRows = Math.ceil(H / columns);
+    const gap = 14;
+    const panel = (W - margin - 6 - (columns - 1) * gap) / columns;
+    const cell = panel / T;
+    const every = Math.ceil(11 / cell);  // a label's pitch at least 11 units
+    const rowPitch = panel + 18;
+    const gridHeight = gridRows * rowPitch - 18 + depth;
+    const side = W - margin - 6;
+    const hint = wrapLines("rows: queries · columns: keys (point at or tap a cell or a token to follow it)", W - 12, 11);
+    const footerHeight = 40 + 14 * hint.length;
+    const svg = newPicture(frame, W, 40 + Math.max(gridHeight, side + depth) + footerHeight);
+    const heading = make("svg:text", { x: 6, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
+    const gridGroup = make("svg:g", {}, svg);
+    const grid = [];
+    for (let h = 0; h < H; h += 1) {
+      const r = Math.floor(h / columns);
+      const c = h % columns;
+      const x = margin + c * (panel + gap);
+      const y = 40 + r * rowPitch;
+      make("svg:text", { x: x + panel / 2, y: y - 4, "text-anchor": "middle", "font-size": 11 }, gridGroup, `head ${h}`);
+      grid.push(heatmap(gridGroup, frame.colour, {
+        x, y, cell, rows: T, cols: T, font, every,
+        rowLabels: c === 0 ? labels : null, colLabels: r === gridRows - 1 || h + columns >= H ? labels : null,
+      }));
+    }
+    const singleGroup = make("svg:g", {}, svg);
+    const singleCell = side / T;
+    const single = heatmap(singleGroup, frame.colour, {
+      x: margin, y: 40, cell: singleCell, rows: T, cols: T, rowLabels: labels, colLabels: labels, font,
+      every: Math.ceil(11 / singleCell), numbers: T <= 10 && singleCell >= 22,
+    });
+    // The colour bar and the hint, under whichever picture shows (draw() moves them and sets the height).
+    const footer = make("svg:g", {}, svg);
+    colourBar(footer, frame.colour, { x: margin, y: 6, width: Math.min(side - 100, 180), label: "attention weight" });
+    writeText(make("svg:text", { x: 6, y: 50, "font-size": 11, fill: "#444" }, footer), hint.join(" "), W - 12);
+    const bottom = { all: 40 + gridHeight, single: 40 + side + depth };
+    built = { text: data.labels.join(" ") + "|" + data.num_layers + "|" + H, layout: frame.layout.key, heading, grid, gridGroup, single, singleGroup,
+      narrow: { svg, footer, footerHeight, bottom, width: W } };
+    fillMenus(data);
+  }
+
+  function fillMenus(data) {
+    const H = data.num_heads;
     layerMenu.fill(
       data.num_layers === 1 ? [["0 (the model has one layer)", 0]] : Array.from({ length: data.num_layers }, (_, i) => [`layer ${i}`, i]),
       Math.min(frame.view.layer, data.num_layers - 1),
@@ -635,12 +798,18 @@ function headViewer(frame) {
 
   return function draw() {
     const data = dataOf(model);
-    if (!built || built.text !== data.labels.join(" ") + "|" + data.num_layers + "|" + data.num_heads) build(data);
+    if (!built || built.text !== data.labels.join(" ") + "|" + data.num_layers + "|" + data.num_heads || built.layout !== frame.layout.key) build(data);
     const v = frame.view;
     const layer = Math.min(v.layer, data.num_layers - 1);
     const all = v.head === "all";
     built.gridGroup.setAttribute("visibility", all ? "visible" : "hidden");
     built.singleGroup.setAttribute("visibility", all ? "hidden" : "visible");
+    if (built.narrow) {  // the picture as tall as the maps shown
+      const { svg, footer, footerHeight, bottom, width } = built.narrow;
+      const top = all ? bottom.all : bottom.single;
+      footer.setAttribute("transform", `translate(0 ${top})`);
+      svg.setAttribute("viewBox", `0 0 ${width} ${top + footerHeight}`);
+    }
     if (all) {
       data.weights[layer].forEach((matrix, h) => built.grid[h].set(matrix));
     } else {
@@ -693,8 +862,30 @@ function positionalExplorer(frame) {
   let parts = null;
 
   function build() {
+    const { narrow, width: W } = frame.layout;
+    if (narrow) {  // the table, then the similarity under it; the titles wrap
+      const side = Math.min(W - 40, 260);
+      const simY = 46 + side + 24 + 44;
+      const centre = 30 + side / 2;
+      svg = newPicture(frame, W, simY + side + 24 + 34);
+      parts = {
+        layout: frame.layout.key,
+        wrap: W - 12,
+        table: make("svg:image", { x: 30, y: 46, width: side, height: side, preserveAspectRatio: "none", style: "image-rendering: pixelated" }, svg),
+        similarity: make("svg:image", { x: 30, y: simY, width: side, height: side, preserveAspectRatio: "none", style: "image-rendering: pixelated" }, svg),
+        tableTitle: make("svg:text", { x: 6, y: 14, "font-size": 12, "font-weight": "bold" }, svg, ""),
+        simTitle: make("svg:text", { x: 6, y: simY - 28, "font-size": 12, "font-weight": "bold" }, svg, ""),
+        tableAxes: make("svg:text", { x: centre, y: 46 + side + 16, "text-anchor": "middle", "font-size": 11 }, svg, "dimension (sin even, cos odd) →"),
+        simAxes: make("svg:text", { x: centre, y: simY + side + 16, "text-anchor": "middle", "font-size": 11 }, svg, "position j →   (rows: position i)"),
+        rowsLabel: make("svg:text", { x: 20, y: 46 + side / 2, transform: `rotate(-90 20 ${46 + side / 2})`, "text-anchor": "middle", "font-size": 11 }, svg, "position →"),
+        scale: make("svg:text", { x: 6, y: simY + side + 36, "font-size": 11 }, svg, ""),
+      };
+      return;
+    }
     svg = newPicture(frame, 660, 330);
     parts = {
+      layout: frame.layout.key,
+      wrap: null,
       table: make("svg:image", { x: 60, y: 40, width: 250, height: 250, preserveAspectRatio: "none", style: "image-rendering: pixelated" }, svg),
       similarity: make("svg:image", { x: 380, y: 40, width: 200, height: 200, preserveAspectRatio: "none", style: "image-rendering: pixelated" }, svg),
       tableTitle: make("svg:text", { x: 185, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold", "data-room": 285 }, svg, ""),
@@ -708,7 +899,7 @@ function positionalExplorer(frame) {
 
   return function draw() {
     const data = dataOf(model);
-    if (!svg) build();
+    if (!svg || parts.layout !== frame.layout.key) build();
     const L = Math.min(frame.view.length, data.max_length);
     const pe = data.pe;
     const byOffset = data.similarity[frame.view.measure];
@@ -720,9 +911,9 @@ function positionalExplorer(frame) {
       parts.tableLength = L;
     }
     parts.similarity.setAttribute("href", imageOf(L, L, (i, j) => byOffset[Math.abs(i - j)], frame.colour, lo, hi === lo ? lo + 1 : hi));
-    parts.tableTitle.textContent = `PE: ${L} positions × d_model = ${data.d_model} (colours −1 … 1)`;
-    parts.simTitle.textContent = `${frame.view.measure} of PE[i] and PE[j]`;
-    parts.scale.textContent = `colours from ${fixed(lo, 2)} (dark) to ${fixed(hi, 2)} (light)`;
+    writeText(parts.tableTitle, `PE: ${L} positions × d_model = ${data.d_model} (colours −1 … 1)`, parts.wrap);
+    writeText(parts.simTitle, `${frame.view.measure} of PE[i] and PE[j]`, parts.wrap);
+    writeText(parts.scale, `colours from ${fixed(lo, 2)} (dark) to ${fixed(hi, 2)} (light)`, parts.wrap);
     length.set(L);
     measure.set(frame.view.measure);
     dModel.set(data.d_model);
@@ -750,6 +941,10 @@ function decodingStepper(frame) {
     Math.max(...data.fed.map((f, i) => `${f} → ${data.output[i]}`.length))]);
 
   function build(data) {
+    if (frame.layout.narrow) {
+      buildNarrow(data);
+      return;
+    }
     const L = data.output.length;
     const T = data.source.length;
     const cell = Math.min(24, 200 / Math.max(L, T));
@@ -772,7 +967,46 @@ function decodingStepper(frame) {
       return make("svg:rect", { x: barsX, y: 50 + k * barHeight + 1, height: barHeight - 2, width: 0, fill: "#56b4e9" }, svg);
     });
     const note = make("svg:text", { x: 10, y: height - 6, "font-size": 11, fill: "#7a5b00" }, svg, "");
-    built = { layout: layoutOf(data), heading, cross, selfMap, probBars, barWidth, note };
+    built = { layout: layoutOf(data) + frame.layout.key, heading, cross, selfMap, probBars, barWidth, note, wrap: null };
+    fillControls(data);
+  }
+
+  // A narrow screen: the cross-attention, the self-attention under it (its rows named too), then
+  // the most likely next tokens (all of them when there are few), each with its probability.
+  function buildNarrow(data) {
+    const L = data.output.length;
+    const T = data.source.length;
+    const W = frame.layout.width;
+    const rowLabels = data.fed.map(() => "");
+    const labelWidth = 6.2 * Math.max(...data.fed.map((f, i) => `${f} → ${data.output[i]}`.length));
+    const x = 10 + labelWidth;
+    const cell = Math.min(26, (W - x - 6) / Math.max(L, T));
+    const slant = (words) => 8 + 4.9 * Math.max(...words.map((w) => String(w).length));
+    const crossY = 16 + 15 * 3 + 10;  // under a heading of up to three lines
+    const selfY = crossY + L * cell + slant(data.source) + 24;
+    const barsY = selfY + L * cell + slant(data.fed) + 30;
+    const shown = data.vocabulary.length <= 12 ? data.vocabulary.length : 8;
+    const barsX = 10 + 6.2 * Math.max(...data.vocabulary.map((w) => shorten(w, 6).length));
+    const noteY = barsY + shown * 16 + 16;
+    const svg = newPicture(frame, W, noteY + 22);  // room for a note of two lines
+    const heading = make("svg:text", { x: 6, y: 16, "font-weight": "bold", "font-size": 12 }, svg, "");
+    const cross = heatmap(svg, frame.colour, { x, y: crossY, cell, rows: L, cols: T, rowLabels, colLabels: data.source, xTitle: "cross-attention to the source", numbers: cell >= 22, font: 10 });
+    const selfMap = heatmap(svg, frame.colour, { x, y: selfY, cell, rows: L, cols: L, rowLabels: rowLabels.slice(), colLabels: data.fed, xTitle: "causal self-attention", font: 10 });
+    const title = shown < data.vocabulary.length ? `next token: the ${shown} most likely of ${data.vocabulary.length} (orange: chosen)` : "next token (orange: chosen)";
+    make("svg:text", { x: 6, y: barsY - 8, "font-size": 11 }, svg, title);
+    const barWidth = W - barsX - 40;
+    const probBars = Array.from({ length: shown }, (_, k) => ({
+      label: make("svg:text", { x: barsX - 4, y: barsY + k * 16 + 11, "text-anchor": "end", "font-size": 10 }, svg, ""),
+      bar: make("svg:rect", { x: barsX, y: barsY + k * 16 + 2, height: 12, width: 0, fill: "#56b4e9" }, svg),
+      value: make("svg:text", { x: barsX + 4, y: barsY + k * 16 + 11, "font-size": 10 }, svg, ""),
+    }));
+    const note = make("svg:text", { x: 6, y: noteY, "font-size": 11, fill: "#7a5b00" }, svg, "");
+    built = { layout: layoutOf(data) + frame.layout.key, heading, cross, selfMap, probBars, barWidth, note, wrap: W - 12, barsX };
+    fillControls(data);
+  }
+
+  function fillControls(data) {
+    const L = data.output.length;
     step.setRange(1, L);
     layerMenu.fill(
       data.num_layers === 1 ? [["0 (the model has one layer)", 0]] : Array.from({ length: data.num_layers }, (_, i) => [`layer ${i}`, i]),
@@ -783,7 +1017,7 @@ function decodingStepper(frame) {
 
   return function draw() {
     const data = dataOf(model);
-    if (!built || built.layout !== layoutOf(data)) build(data);
+    if (!built || built.layout !== layoutOf(data) + frame.layout.key) build(data);
     if (built.data !== data) {  // new numbers: the source letters under the cross-attention, the text box
       data.source.forEach((token, j) => built.cross.colLabel(j, token));
       source.value = data.source.join(" ");
@@ -801,20 +1035,33 @@ function decodingStepper(frame) {
     built.selfMap.set(selfRows.map((row, i) => (i < s ? row.map((x, j) => (j <= i ? x : null)) : null)));
     for (let i = 0; i < L; i += 1) {
       built.cross.rowLabel(i, i < s ? `${data.fed[i]} → ${data.output[i]}` : "");
+      if (built.wrap) built.selfMap.rowLabel(i, i < s ? `${data.fed[i]} → ${data.output[i]}` : "");
       built.selfMap.colLabel(i, i < s ? data.fed[i] : "");  // tokens not fed yet stay unnamed
     }
     built.cross.mark(s - 1);
     built.selfMap.mark(s - 1);
     const probabilities = data.probabilities[s - 1];
     const chosen = data.chosen[s - 1];
-    built.probBars.forEach((bar, k) => {
-      bar.setAttribute("width", probabilities[k] * built.barWidth);
-      bar.setAttribute("fill", k === chosen ? "#e69f00" : "#56b4e9");
-    });
-    built.heading.textContent = `step ${s} of ${L}: fed '${data.fed[s - 1]}', writes '${data.output[s - 1]}' (layer ${layer}, ${v.head === -1 ? "average of heads" : `head ${v.head}`})`;
-    built.note.textContent = data.stopped_at_limit
+    if (built.wrap) {  // the most likely tokens, most likely first
+      const order = probabilities.map((p, k) => k).sort((a, b) => probabilities[b] - probabilities[a] || a - b);
+      built.probBars.forEach((row, n) => {
+        const k = order[n];
+        row.label.textContent = shorten(data.vocabulary[k], 6);
+        row.bar.setAttribute("width", probabilities[k] * built.barWidth);
+        row.bar.setAttribute("fill", k === chosen ? "#e69f00" : "#56b4e9");
+        row.value.setAttribute("x", built.barsX + probabilities[k] * built.barWidth + 4);
+        row.value.textContent = fixed(probabilities[k], 2);
+      });
+    } else {
+      built.probBars.forEach((bar, k) => {
+        bar.setAttribute("width", probabilities[k] * built.barWidth);
+        bar.setAttribute("fill", k === chosen ? "#e69f00" : "#56b4e9");
+      });
+    }
+    writeText(built.heading, `step ${s} of ${L}: fed '${data.fed[s - 1]}', writes '${data.output[s - 1]}' (layer ${layer}, ${v.head === -1 ? "average of heads" : `head ${v.head}`})`, built.wrap);
+    writeText(built.note, data.stopped_at_limit
       ? `Stopped after ${L} tokens, the most this decoder writes (max_len = ${L}), without writing EOS.`
-      : "";
+      : "", built.wrap);
     step.set(s);
     layerMenu.set(layer);
     headMenu.set(v.head);
@@ -1399,6 +1646,7 @@ function render({ model, el }) {
   let draw = null;
   function redraw() {
     const start = performance.now();
+    frame.layout = pictureLayout(frame);
     draw();
     fitLabels(frame.svg);
     el.dataset.frames = String(Number(el.dataset.frames) + 1);
@@ -1432,7 +1680,10 @@ function render({ model, el }) {
   showError();
   let observer = null;
   if (typeof ResizeObserver !== "undefined") {
-    observer = new ResizeObserver(() => fitLabels(frame.svg));
+    observer = new ResizeObserver(() => {  // a new layout where the width crosses NARROW_PX, else the labels fitted
+      if (pictureLayout(frame).key !== frame.layout.key) redraw();
+      else fitLabels(frame.svg);
+    });
     observer.observe(frame.picture);
   }
   const onData = () => {
