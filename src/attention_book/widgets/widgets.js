@@ -12,7 +12,8 @@
 // kernel (window.__attentionBookStaticPage, set by tools/widgets_offline.js): there the
 // controls whose numbers are plain arithmetic (chapter 1's sentence, chapter 2's query,
 // chapter 3's scores, chapter 5's d_model and base) are computed by this file (STATIC_COMPUTE,
-// mirroring the Python widgets), and the model-bound ones are disabled with a note.
+// mirroring the Python widgets), chapter 4's sentence runs the chapter's model, saved as ONNX,
+// with onnxruntime-web (headData), and the other model-bound ones are disabled with a note.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -249,7 +250,7 @@ function newPicture(frame, width, height) {
 // (rounded down to 8, so a unit is never drawn under 1 px): its panels stand one under another,
 // long lines wrap, and a label declared at 10 units is drawn at 10 px or more. render() rebuilds
 // the picture when the box's width crosses into another layout (frame.layout.key).
-const NARROW_PX = 520;
+const NARROW_PX = 600;  // a phone, or a tablet upright; a desktop column gives about 650
 function pictureLayout(frame) {
   const px = frame.picture.clientWidth;  // 0 while hidden (a closed tab): the wide layout until it shows
   if (!px || px >= NARROW_PX) return { narrow: false, width: 660, key: "wide" };
@@ -348,6 +349,7 @@ function heatmap(parent, colour, { x, y, cell, rows, cols, rowLabels, colLabels,
         for (let j = 0; j < cols; j += 1) {
           const v = matrix[i] ? matrix[i][j] : null;
           rects[i][j].setAttribute("fill", colour(v));
+          rects[i][j].setAttribute("data-value", v === null || v === undefined ? "" : String(v));  // the number drawn (tests read it)
           if (numbers) texts[i][j].textContent = v === null || v === undefined ? "" : fixed(v, 2);
           if (numbers) texts[i][j].setAttribute("fill", inkOn(v));
         }
@@ -683,7 +685,11 @@ function softHardExplorer(frame) {
 function headViewer(frame) {
   const { model } = frame;
   let built = null;
-  textInput(frame, "sentence", "sentence", model.get("inputs").sentence, "edit the sentence");
+  // The sentence box works on the website where the model was saved as ONNX (STATIC_COMPUTE) and
+  // the browser runs WebAssembly; without WebAssembly the note says what typing needs.
+  const noWasm = !frame.live && model.get("page_model") && typeof WebAssembly === "undefined";
+  textInput(frame, "sentence", "sentence", model.get("inputs").sentence,
+    noWasm ? "edit the sentence (typing here runs the model in the page, which needs WebAssembly, off in this browser)" : "edit the sentence");
   const layerMenu = select(frame, "layer", "layer", [], frame.view.layer, (v) => frame.setView({ layer: v }));
   const headMenu = select(frame, "head", "head", [], frame.view.head, (v) => frame.setView({ head: v }));
 
@@ -1540,6 +1546,113 @@ export function attentionData(inputs, saved, { exact = false } = {}) {
   };
 }
 
+// -- chapter 4: attention_book.widgets.head_viewer (the sentence, on the website) -----------
+// The viewer saved `page_model` (export_page_model): the model's encoder as ONNX, whose output
+// is every layer's weights, and the word encoder's rules. A typed sentence is encoded here as
+// word_encoder and HeadViewer._encode/_run encode and check it (the same messages, in the same
+// order), the ONNX model runs in onnxruntime-web's WebAssembly build on one thread, and its
+// weights are rounded as HeadViewer.compute rounds them. Checks answer at once; the model's
+// answer comes back as a Promise (staticSend awaits it).
+export function headTokens(text, page) {
+  if (!pyStrip(text)) throw new WidgetInputError("the sentence is empty: type a few words and press Enter", "sentence");
+  const rules = page.rules;
+  const index = new Map(rules.words);
+  const words = pySplit(rules.lowercase ? text.toLowerCase() : text);  // str.lower(), str.split()
+  if (!words.length) throw new WidgetInputError("the sentence is empty: type a few words separated by spaces", "sentence");
+  const unknown = [...new Set(words)].filter((word) => !index.has(word));
+  if (unknown.length) {
+    throw new WidgetInputError(
+      `unknown word${unknown.length > 1 ? "s" : ""} ${unknown.map((word) => pyRepr(word)).join(", ")}: ` +
+        `the model only knows its vocabulary (${rules.known})`, "sentence");
+  }
+  if (rules.max_len !== null && words.length > rules.max_len) {
+    throw new WidgetInputError(`the sentence has ${words.length} words but the model reads at most ${rules.max_len}`, "sentence");
+  }
+  if (words.length > page.max_tokens) {
+    throw new WidgetInputError(`the sentence has ${words.length} tokens; this viewer shows at most ${page.max_tokens}`, "sentence");
+  }
+  const ids = words.map((word) => index.get(word));
+  const [low, high] = [Math.min(...ids), Math.max(...ids)];
+  if (low < 0 || high >= page.vocab_size) {  // the embedding's checks (transformer._Embedding)
+    throw new WidgetInputError(`the model cannot read this sentence: token ids must lie in [0, ${page.vocab_size}) ` +
+      `for this vocabulary, but range from ${low} to ${high}`, "sentence");
+  }
+  if (ids.length > page.max_len) {
+    throw new WidgetInputError(`the model cannot read this sentence: the sequence has ${ids.length} tokens ` +
+      `but the model allows at most max_len=${page.max_len} positions`, "sentence");
+  }
+  return { words, ids };
+}
+
+// onnxruntime-web, loaded once per page on first use: the site serves it as one classic script
+// (tools/site/build_book.py, _copy_onnxruntime; its URL set by tools/site/widgets_offline.js)
+// holding the runtime's ES module and its WebAssembly binary, gzip-compressed, as text.
+let onnxRuntime = null;
+function loadOnnxRuntime() {
+  if (onnxRuntime) return onnxRuntime;
+  onnxRuntime = (async () => {
+    const url = typeof window !== "undefined" ? window.__attentionBookOnnxRuntimeScript : undefined;
+    if (!url) throw new Error("this page does not serve onnxruntime-web");
+    if (!window.__attentionBookOnnxRuntime) {
+      await new Promise((resolve, reject) => {
+        const script = make("script", { src: url });
+        script.onload = resolve;
+        script.onerror = () => reject(new Error(`${url} did not load`));
+        document.head.appendChild(script);
+      });
+    }
+    const files = window.__attentionBookOnnxRuntime;
+    const moduleUrl = URL.createObjectURL(new Blob([files.module], { type: "text/javascript" }));
+    const ort = await import(/* webpackIgnore: true */ moduleUrl);
+    const packed = base64Bytes(files.wasmGzipBase64);
+    const unpacked = new Blob([packed]).stream().pipeThrough(new DecompressionStream("gzip"));
+    ort.env.wasm.wasmBinary = await new Response(unpacked).arrayBuffer();
+    ort.env.wasm.numThreads = 1;  // a page opened from file:// is not cross-origin isolated: no threads
+    ort.env.wasm.proxy = false;
+    return ort;
+  })();
+  onnxRuntime.catch(() => {
+    onnxRuntime = null;  // the next sentence tries again
+  });
+  return onnxRuntime;
+}
+function base64Bytes(text) {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i += 1) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+const onnxSessions = new Map();  // the model's base64 text -> Promise of { ort, session }
+function headSession(page) {
+  let ready = onnxSessions.get(page.onnx);
+  if (!ready) {
+    ready = loadOnnxRuntime().then(async (ort) => ({ ort, session: await ort.InferenceSession.create(base64Bytes(page.onnx)) }));
+    onnxSessions.set(page.onnx, ready);
+    ready.catch(() => onnxSessions.delete(page.onnx));
+  }
+  return ready;
+}
+
+// HeadViewer.compute: every layer's and head's weights (layers x heads x T x T, rows = queries).
+export function headData(inputs, page, { exact = false } = {}) {
+  const { words, ids } = headTokens(inputs.sentence, page);  // bad input: thrown here, at once
+  const T = ids.length;
+  return headSession(page).then(
+    async ({ ort, session }) => {
+      const tokens = new ort.Tensor("int64", BigInt64Array.from(ids, (id) => BigInt(id)), [1, T]);
+      const output = (await session.run({ [page.input]: tokens }))[page.output];
+      const [L, H] = output.dims;
+      const values = output.data;  // Float32Array, (L, H, T, T) row-major
+      const weights = Array.from({ length: L }, (_, l) => Array.from({ length: H }, (_, h) =>
+        Array.from({ length: T }, (_, i) => Array.from(values.subarray(((l * H + h) * T + i) * T, ((l * H + h) * T + i + 1) * T)))));
+      return { labels: words, num_layers: L, num_heads: H, weights: rounder(exact)(weights, page.digits) };
+    },
+    (error) => {
+      throw new WidgetInputError(`typing here runs the model in the page, but onnxruntime-web did not start: ${error.message}`, "sentence");
+    },
+  );
+}
+
 // The kinds whose controls compute on the website, and how: null where the saved payload
 // lacks what they need (a chapter saved before this code existed).
 const STATIC_COMPUTE = {
@@ -1547,6 +1660,13 @@ const STATIC_COMPUTE = {
   positional: (saved) => (saved.max_length && saved.measures ? positionalData : null),
   key_value: (saved) => (saved.keys && saved.values && saved.limit ? keyValueData : null),
   attention: (saved) => (saved.max_tokens && "drawn" in saved ? attentionData : null),
+  // the head viewer's model, saved as ONNX (absent: any other model; no WebAssembly: headViewer says so)
+  heads: (saved, model) => {
+    const page = model.get("page_model");
+    if (!page || typeof WebAssembly === "undefined") return null;
+    const parsedPage = JSON.parse(page);
+    return (inputs) => headData(inputs, parsedPage);
+  },
 };
 
 // The kernel's numbers, parsed once per new payload; on the website, the numbers this page
@@ -1588,7 +1708,7 @@ function render({ model, el }) {
   };
   // Without a kernel, the controls of STATIC_COMPUTE's kinds compute here (frame.local).
   const local = STATIC_COMPUTE[model.get("kind")];
-  frame.local = live || !local ? null : local(dataOf(model));
+  frame.local = live || !local ? null : local(dataOf(model), model);
   frame.canSend = live || Boolean(frame.local);
   frame.inputs = Object.assign({}, model.get("inputs"));
   frame.error = null;
@@ -1627,21 +1747,46 @@ function render({ model, el }) {
     model.save_changes();
   };
   // The website's answer to a control (no kernel): what AttentionWidget.update does, here.
+  // frame.local answers with the data or, where a model runs (the head viewer), a Promise of
+  // it; only the answer to the latest input is shown.
   function staticSend(name, value) {
     frame.inputs = Object.assign({}, frame.inputs, { [name]: value });
-    try {
-      const data = frame.local(frame.inputs, dataOf(model));
+    const sentAt = frame.sentAt;
+    function accept(data) {
       computedHere.set(model, data);
       frame.error = null;
       if (model.get("kind") === "key_value") frame.view.moved = {};  // KeyValueExplorer.adjust_view
       if (model.get("kind") === "attention") frame.view.query = Math.min(frame.view.query, data.tokens.length - 1);  // AttentionExplorer.adjust_view
       redraw();
-    } catch (error) {
+    }
+    function refuse(error) {
       if (!(error instanceof WidgetInputError)) throw error;
       frame.error = { control: error.control || name, message: error.message };
     }
-    showError();
-    el.dataset.roundTripMs = String(performance.now() - frame.sentAt);
+    function finish() {
+      showError();
+      el.dataset.roundTripMs = String(performance.now() - sentAt);
+    }
+    let answer;
+    try {
+      answer = frame.local(frame.inputs, dataOf(model));
+      if (!(answer && typeof answer.then === "function")) accept(answer);
+    } catch (error) {
+      refuse(error);
+    }
+    if (answer && typeof answer.then === "function") {
+      const latest = (handle) => (result) => {
+        if (frame.sentAt !== sentAt) return;  // a newer input is on its way
+        try {
+          handle(result);
+        } finally {
+          finish();
+        }
+      };
+      answer.then(latest(accept), latest(refuse));
+      return;
+    }
+    finish();
   }
   let draw = null;
   function redraw() {
