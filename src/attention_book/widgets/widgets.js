@@ -760,7 +760,8 @@ function headViewer(frame) {
     const rowPitch = panel + 18;
     const gridHeight = gridRows * rowPitch - 18 + depth;
     const side = W - margin - 6;
-    const hint = wrapLines("rows: queries · columns: keys (point at or tap a cell or a token to follow it)", W - 12, 11);
+    const named = every > 1 ? `; in the grid every ${every === 2 ? "second" : `${every}th`} token is named, the others when pointed at` : "";
+    const hint = wrapLines(`rows: queries · columns: keys (point at or tap a cell or a token to follow it${named})`, W - 12, 11);
     const footerHeight = 40 + 14 * hint.length;
     const svg = newPicture(frame, W, 40 + Math.max(gridHeight, side + depth) + footerHeight);
     const heading = make("svg:text", { x: 6, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
