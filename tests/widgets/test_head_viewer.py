@@ -120,3 +120,132 @@ def test_bad_arguments_raise_a_clear_value_error(model, encode, arguments, patte
     options = {"text": SENTENCE, **arguments}
     with pytest.raises(ValueError, match=pattern):
         HeadViewer(model, encode, device="cpu", **options)
+
+
+# -- the website's copy of the model (issue 35): page_model, ONNX ------------------------------
+# Chapter 4's model (notebooks/04_multi_head.ipynb, two_relation_model(2)) with the weights of its
+# stored seed 0, and its task's word encoder.
+CHAPTER4_SENTENCES = [
+    "a1 c3 b0 a2 d1 c0 b3 d2",  # the chapter's example
+    "a1",
+    "a1 a1",
+    "h3 h3 h3",
+    "b2 a1 b0 a3",
+    "  c1   c2\tc3\n",
+    "d0 d1 d2 d3 e0 e1 e2 e3",
+    "g1 f2 e3 d0 c1 b2 a3 h0",
+]
+
+
+def chapter4_viewer() -> HeadViewer:
+    task = ab.TwoRelationTask(10, seed=1)
+
+    def build():
+        return ab.TokenClassifier(
+            len(task.vocabulary), task.num_classes, d_model=32, num_heads=2, d_ff=64, num_layers=1, max_len=task.length
+        )
+
+    model, _ = ab.StoredRuns("chapter04").run("two heads", 0, build=build, train=None, live=False)
+    return HeadViewer(model, task.encode, CHAPTER4_SENTENCES[0], device="cpu")
+
+
+def random_sentences(words, count, max_len, seed=0) -> list[str]:
+    generator = torch.Generator().manual_seed(seed)
+    sentences = []
+    for _ in range(count):
+        length = int(torch.randint(1, max_len + 1, (1,), generator=generator))
+        picks = torch.randint(0, len(words), (length,), generator=generator).tolist()
+        sentences.append(" ".join(words[i] for i in picks))
+    return sentences
+
+
+def onnx_weights(page: dict, text: str, encode):
+    import base64
+
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(base64.b64decode(page["onnx"]), providers=["CPUExecutionProvider"])
+    tokens, _ = encode(text)
+    return session.run([page["output"]], {page["input"]: tokens.numpy()})[0]
+
+
+@pytest.mark.parametrize("which", ["chapter 4", "two layers, four heads"])
+def test_the_page_model_gives_the_torch_models_weights_within_1e_5(which, model, encode):
+    pytest.importorskip("onnxruntime")
+    import json
+
+    if which == "chapter 4":
+        viewer = chapter4_viewer()
+        words = [w for w, _ in viewer.encode.word_rules["words"]]
+        sentences = CHAPTER4_SENTENCES + random_sentences(words, 16, 8)
+    else:
+        viewer = HeadViewer(model, encode, SENTENCE, device="cpu")
+        sentences = [SENTENCE, "the", "the cat"] + random_sentences(WORDS, 18, MAX_LEN, seed=1)
+    page = json.loads(viewer.page_model)
+    lengths = set()
+    for text in sentences:
+        expected = own_weights(viewer.model, viewer.encode, text).numpy()
+        got = onnx_weights(page, text, viewer.encode)
+        assert got.shape == expected.shape, text
+        assert abs(got - expected).max() <= 1e-5, (text, abs(got - expected).max())
+        lengths.add(expected.shape[-1])
+    assert len(sentences) >= 20 and len(lengths) >= 6  # T is free in the exported graph
+
+
+def test_the_page_model_carries_what_the_website_needs_to_encode_and_round():
+    import base64
+    import json
+
+    viewer = chapter4_viewer()
+    page = json.loads(viewer.page_model)
+    assert set(page) == {"onnx", "input", "output", "vocab_size", "max_len", "rules", "max_tokens", "digits"}
+    assert page["rules"] == viewer.encode.word_rules and page["rules"]["max_len"] == 8
+    assert page["rules"]["words"][:2] == [["a0", 0], ["a1", 1]] and not page["rules"]["lowercase"]
+    assert (page["vocab_size"], page["max_len"], page["max_tokens"], page["digits"]) == (32, 8, 40, 3)
+    size = len(base64.b64decode(page["onnx"]))
+    assert 10_000 < size < 60_000, size  # chapter 4's model: about 31 KB
+
+
+def test_the_unknown_word_message_names_the_vocabulary_the_rules_describe():
+    encode = word_encoder(["<pad>", *WORDS], max_len=MAX_LEN)
+    with pytest.raises(ValueError) as raised:
+        encode("the zebra")
+    assert str(raised.value).endswith(f"({encode.word_rules['known']})")
+    assert word_encoder({"b": 3, "a": 7}, lowercase=True).word_rules == {
+        "words": [["b", 3], ["a", 7]],
+        "max_len": None,
+        "lowercase": True,
+        "known": "2 words, e.g. b, a",
+    }
+
+
+def test_no_page_model_for_other_models_other_encoders_or_a_failed_export(model, encode, monkeypatch):
+    class Wrapped(torch.nn.Module):  # not one of the book's encoders: its forward may do anything
+        def __init__(self):
+            super().__init__()
+            self.encoder = model
+
+        def forward(self, tokens):
+            return self.encoder(tokens)
+
+    assert HeadViewer(Wrapped(), encode, SENTENCE, device="cpu").page_model == ""
+    plain = lambda text: encode(text)  # no word_rules: its rules are unknown
+    assert HeadViewer(model, plain, SENTENCE, device="cpu").page_model == ""
+    monkeypatch.setattr("attention_book.widgets.head_viewer.PAGE_MODEL_PARAMETERS", 1000)
+    assert HeadViewer(model, encode, SENTENCE, device="cpu").page_model == ""
+    monkeypatch.undo()
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("no exporter here")
+
+    monkeypatch.setattr(torch.onnx, "export", fails)
+    viewer = HeadViewer(model, encode, SENTENCE, device="cpu")  # works as before, only without a page model
+    assert viewer.page_model == "" and viewer.data["labels"] == SENTENCE.split()
+
+
+def test_refresh_exports_the_model_again(viewer, model):
+    before = viewer.page_model
+    with torch.no_grad():
+        model.layers[0].self_attn.q_proj.weight.mul_(2.0)
+    viewer.refresh()
+    assert viewer.page_model and viewer.page_model != before

@@ -222,6 +222,11 @@ def word_encoder(vocabulary, max_len: int | None = None, lowercase: bool = False
     a sequence of words (a word's id is its position). The text is split on white space.
     ``encode`` raises ValueError for an empty text, unknown words (naming them) and a
     text of more than ``max_len`` words.
+
+    ``encode.word_rules`` describes it completely (``words``: the vocabulary in id order as
+    ``[word, id]`` pairs, ``max_len``, ``lowercase``, and ``known``, the text that names the
+    vocabulary in the unknown-word message), so that the book's website can encode typed
+    text in JavaScript exactly as this function does (the head viewer saves it).
     """
     if hasattr(vocabulary, "tokens") and not isinstance(vocabulary, Mapping):
         vocabulary = list(vocabulary.tokens)
@@ -239,6 +244,7 @@ def word_encoder(vocabulary, max_len: int | None = None, lowercase: bool = False
     if max_len is not None:
         require_count(max_len, "max_len", 1)
     examples = ", ".join(word for word in list(index)[:12] if not word.startswith("<"))
+    known = f"{len(index)} words, e.g. {examples}"
 
     def encode(text: str) -> tuple[torch.Tensor, list[str]]:
         if not isinstance(text, str):
@@ -251,12 +257,18 @@ def word_encoder(vocabulary, max_len: int | None = None, lowercase: bool = False
             plural = "s" if len(unknown) > 1 else ""
             raise ValueError(
                 f"unknown word{plural} {', '.join(repr(w) for w in unknown)}: the model only knows its "
-                f"vocabulary ({len(index)} words, e.g. {examples})"
+                f"vocabulary ({known})"
             )
         if max_len is not None and len(words) > max_len:
             raise ValueError(f"the sentence has {len(words)} words but the model reads at most {max_len}")
         return torch.tensor([[index[word] for word in words]], dtype=torch.long), words
 
+    encode.word_rules = {
+        "words": [[word, i] for word, i in index.items()],
+        "max_len": max_len,
+        "lowercase": bool(lowercase),
+        "known": known,
+    }
     return encode
 
 

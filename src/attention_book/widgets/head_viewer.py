@@ -17,21 +17,43 @@ Typing a sentence re-runs the model (on Enter or when the box loses focus, not o
 keystroke); choosing a layer or a head only redraws. Bad input (an empty sentence, an
 unknown word, a sentence longer than the model allows) is shown in the widget, which
 keeps its last picture and stays usable.
+
+On the book's website no kernel runs. When the model is one of the book's own encoders
+(:class:`~attention_book.Encoder`, :class:`~attention_book.EncoderClassifier` or
+:class:`~attention_book.TokenClassifier`, at most :data:`PAGE_MODEL_PARAMETERS` parameters)
+and ``encode`` comes from :func:`~attention_book.word_encoder`, the viewer also saves
+``page_model`` (:func:`export_page_model`): the encoder exported to ONNX with every layer's weights
+as its output, and the encoder's rules. widgets.js then encodes a typed sentence in
+JavaScript, runs the ONNX model with onnxruntime-web (WebAssembly, served by the site) and
+draws what :meth:`HeadViewer.compute` would have sent. The export uses torch's
+TorchScript-based ONNX exporter, which needs the ``onnx`` package and nothing else; where it
+fails (no onnx, another torch, another model) the website simply keeps the sentence box
+disabled, as before.
 """
 
 from __future__ import annotations
 
+import base64
+import copy
+import inspect
+import io
+import json
+import warnings
+
 import torch
+import traitlets
 from torch import nn
 
 from ..data.tasks import Encode
 from ..modes import evaluating
 from ._base import AttentionWidget, WidgetInputError, rounded
 
-__all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS"]
+__all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS", "export_page_model", "PAGE_MODEL_PARAMETERS"]
 
 ALL_HEADS = "all"
 MAX_TOKENS = 40  # beyond this the labels of a heatmap are unreadable
+PAGE_MODEL_PARAMETERS = 1_000_000  # larger models (chapter 7's MiniLM) would weigh megabytes on the page
+WEIGHT_DIGITS = 3  # compute() rounds the weights to this many decimals; the website does the same
 
 
 def _weights_source(model: nn.Module):
@@ -43,6 +65,93 @@ def _weights_source(model: nn.Module):
         f"the model ({type(model).__name__}) has no attention_weights() method, and no .encoder that has one; "
         "the head viewer reads each layer's weights through it (attention_book.Encoder has it)"
     )
+
+
+class _EveryLayersWeights(nn.Module):
+    """An encoder whose output is its attention weights: token ids (1, T) -> (layers, heads, T, T)."""
+
+    def __init__(self, encoder: nn.Module):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.encoder(tokens)
+        return torch.stack([weights[0] for weights in self.encoder.attention_weights()])
+
+
+def _plain_encoder(model: nn.Module):
+    """The book's own Encoder that computes ``model``'s attention weights, or None for any other model."""
+    from ..layers import EncoderLayer
+    from ..multihead import MultiHeadAttention
+    from ..transformer import Encoder, EncoderClassifier, TokenClassifier
+
+    if type(model) is Encoder:
+        encoder = model
+    elif type(model) in (EncoderClassifier, TokenClassifier) and type(model.encoder) is Encoder:
+        encoder = model.encoder  # the classifier's head does not change the weights
+    else:
+        return None
+    layers_are_plain = all(
+        type(layer) is EncoderLayer and type(layer.self_attn) is MultiHeadAttention for layer in encoder.layers
+    )
+    return encoder if layers_are_plain else None
+
+
+def export_page_model(model: nn.Module, encode: Encode) -> dict | None:
+    """What the website needs to run the head viewer without a kernel, or None where it cannot.
+
+    A dict with ``onnx`` (the model's encoder as ONNX, base64; input ``tokens`` (1, T) int64,
+    output ``weights`` (layers, heads, T, T) float32, T free; its initializers are the encoder's
+    parameters that the weights depend on, named ``"encoder." + key`` of the encoder's state
+    dict), the encoder's ``vocab_size`` and
+    ``max_len``, the word encoder's ``rules`` (``encode.word_rules``), ``max_tokens`` and
+    ``digits`` (the rounding of :meth:`HeadViewer.compute`). None when the model is not one
+    of the book's plain encoders of at most :data:`PAGE_MODEL_PARAMETERS` parameters, when
+    ``encode`` has no ``word_rules``, or when torch cannot export it (any error: the website
+    then keeps the sentence box disabled; nothing else changes).
+    """
+    rules = getattr(encode, "word_rules", None)
+    encoder = _plain_encoder(model)
+    if not isinstance(rules, dict) or encoder is None:
+        return None
+    if sum(p.numel() for p in encoder.parameters()) > PAGE_MODEL_PARAMETERS:
+        return None
+    try:
+        with torch.no_grad():
+            wrapper = _EveryLayersWeights(copy.deepcopy(encoder).cpu().float()).eval()
+        max_len = int(encoder.embedding.max_len)
+        example = torch.zeros((1, min(3, max_len)), dtype=torch.long)  # T > 1: no size-1 shape is baked in
+        buffer = io.BytesIO()
+        # torch 2.5 and later choose between two exporters (torch.export's, which cannot trace the
+        # embedding's check of the ids, is the default from 2.9): ask for the TorchScript-based one.
+        choose = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the exporter's deprecation and tracer warnings
+            torch.onnx.export(
+                wrapper,
+                (example,),
+                buffer,
+                **choose,
+                input_names=["tokens"],
+                output_names=["weights"],
+                dynamic_axes={"tokens": {1: "T"}, "weights": {2: "T", 3: "T"}},
+                opset_version=17,
+                # The weights keep their state-dict names ("encoder." + the encoder's key), unfolded,
+                # so the tests rebuild the torch model of a saved page from them.
+                do_constant_folding=False,
+            )
+    except Exception:  # any failure only means: no typing on the website
+        return None
+    return {
+        "onnx": base64.b64encode(buffer.getvalue()).decode("ascii"),
+        "input": "tokens",
+        "output": "weights",
+        "vocab_size": int(encoder.embedding.vocab_size),
+        "max_len": max_len,
+        "rules": json.loads(json.dumps(rules)),
+        "max_tokens": MAX_TOKENS,
+        "digits": WEIGHT_DIGITS,
+    }
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -74,8 +183,12 @@ class HeadViewer(AttentionWidget):
     (layers x heads x T x T, rows = queries, columns = keys); ``view`` holds ``layer`` and
     ``head`` (an int or ``"all"``), chosen in the browser; :meth:`shown` reads them out.
     ``forward_passes`` counts how often the model has run (a layer or head change reuses the
-    last run; a new sentence or device runs the model again).
+    last run; a new sentence or device runs the model again). ``page_model`` is the JSON text
+    of :func:`export_page_model` (empty where the website cannot run the model), saved with
+    the widget for the book's website; made when the viewer is made and by :meth:`refresh`.
     """
+
+    page_model = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
         self,
@@ -124,7 +237,12 @@ class HeadViewer(AttentionWidget):
         self.kind = "heads"
         self.view = {"layer": layer, "head": head}
         self.inputs = {"sentence": text}
+        self._export_page_model()
         self._start()
+
+    def _export_page_model(self) -> None:
+        exported = export_page_model(self.model, self.encode)
+        self.page_model = "" if exported is None else json.dumps(exported, separators=(",", ":"))
 
     def set_text(self, text: str) -> None:
         """Type ``text`` into the sentence box and press Enter: the model runs on it (again)."""
@@ -133,6 +251,7 @@ class HeadViewer(AttentionWidget):
     def refresh(self) -> None:
         """Run the model again on the current sentence (e.g. after training it further)."""
         self._cache_key = self._cache = None
+        self._export_page_model()
         self.update("sentence")
 
     # -- running the model ----------------------------------------------------------------
@@ -200,7 +319,7 @@ class HeadViewer(AttentionWidget):
             "labels": list(labels),
             "num_layers": self.num_layers,
             "num_heads": self.num_heads,
-            "weights": rounded(weights, 3),
+            "weights": rounded(weights, WEIGHT_DIGITS),
         }
 
     def shown(self) -> dict:
