@@ -156,16 +156,21 @@ class Index:
     def __init__(self, roots: list[Path], root: Path):
         self.root = root
         self.modules: dict[str, Module] = {}
+        self.files: list[Module] = []
         for folder in roots:
+            package = (folder / "__init__.py").is_file()
             for path in sorted(folder.rglob("*.py")):
                 parts = path.relative_to(folder).with_suffix("").parts
-                if folder.name == "attention_book" or (folder / "__init__.py").is_file():
-                    parts = (folder.name, *parts)
+                parts = (folder.name, *parts) if package else parts
                 if parts[-1] == "__init__":
                     parts = parts[:-1]
-                self.modules[".".join(parts) if parts else folder.name] = Module(".".join(parts), path, self)
+                module = Module(".".join(parts), path, self)
+                self.modules[module.name] = module
+                self.files.append(module)
+                if not package:  # a script in tools/ imports its neighbours by their bare names
+                    self.modules.setdefault(path.stem, module)
         self.methods: dict[str, list[tuple[Module, ast.FunctionDef]]] = {}
-        for module in self.modules.values():
+        for module in self.files:
             for node in ast.walk(module.tree):
                 if isinstance(node, ast.ClassDef):
                     for item in node.body:
@@ -288,7 +293,7 @@ class Checker:
 
     def calls(self):
         """(module, call, definition) for every call of a package definition."""
-        for module in self.index.modules.values():
+        for module in self.index.files:
             yield from self._walk(module, module.tree, [], None)
 
     def _walk(self, module: Module, node: ast.AST, scopes: list[Scope], cls: ast.ClassDef | None):
@@ -323,7 +328,7 @@ def test_calls_of_the_package_pass_their_arguments_after_the_third_by_keyword():
     assert not stale, f"exceptions no longer needed (remove them from EXCEPTIONS): {stale}"
 
 
-def test_the_checker_catches_a_planted_call_and_leaves_shapes_and_star_arguments_alone(tmp_path):
+def test_the_checker_catches_planted_calls_and_leaves_shapes_star_arguments_and_values_alone(tmp_path):
     package = tmp_path / "planted"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -334,24 +339,43 @@ def test_the_checker_catches_a_planted_call_and_leaves_shapes_and_star_arguments
         "    return answer(*args)\n"
     )
     (package / "figure.py").write_text(
-        "import torch\n"
+        "import torch\n\n"
+        "from . import shapes\n"
         "from .shapes import box, forward\n\n\n"
         "class Layer:\n"
-        "    def split(self, x, batch, T, heads, d_head):\n"
+        "    def split_heads(self, x, batch, T, heads, d_head):\n"
         "        return x.reshape(batch, T, heads, d_head)\n\n"
+        "    def view(self, a, b, c, d):  # named like a tensor's method\n"
+        "        return a, b, c, d\n\n"
         "    def run(self, x):\n"
-        "        return self.split(x, 2, 3, 4, 5)\n\n\n"
-        "def draw(ax, answer, x):\n"
+        "        return self.split_heads(x, 2, 3, 4, 5)\n\n\n"
+        "def draw(ax, answer, x, layer):\n"
         "    box(ax, 1.0, 2.0, 3.0, 4.0)\n"
+        "    shapes.box(ax, 1.0, 2.0, 3.0, 4.0)\n"
+        "    layer.split_heads(x, 2, 3, 4, 5)\n"
         "    box(ax, 1.0, 2.0, width=3.0, height=4.0)\n"
         "    x.reshape(1, 2, 3, 4)\n"
         "    x.view(1, 2, 3, 4)\n"
         "    torch.randn(1, 2, 3, 4)\n"
         "    forward(answer, x, x, x, x)\n"
-        "    answer(x, x, x, x)\n"
+        "    answer(x, x, x, x)\n\n\n"
+        "def nested():\n"
+        "    def box(a, b, c, d):  # hides the module's box\n"
+        "        return a\n\n"
+        "    box(1, 2, 3, 4)\n"
     )
     problems = Checker([package], root=tmp_path).problems()
     assert [problem.split(" (defined")[0] for problem in problems] == [
-        "planted/figure.py:10: self.split(x, 2, 3, 4, 5)",
-        "planted/figure.py:14: box(ax, 1.0, 2.0, 3.0, 4.0)",
+        "planted/figure.py:15: self.split_heads(x, 2, 3, 4, 5)",
+        "planted/figure.py:19: box(ax, 1.0, 2.0, 3.0, 4.0)",
+        "planted/figure.py:20: shapes.box(ax, 1.0, 2.0, 3.0, 4.0)",
+        "planted/figure.py:21: layer.split_heads(x, 2, 3, 4, 5)",
+        "planted/figure.py:34: box(1, 2, 3, 4)",
+    ]
+    assert [problem.split(" (defined at ")[1] for problem in problems] == [
+        "planted/figure.py:8)",
+        "planted/shapes.py:1)",
+        "planted/shapes.py:1)",
+        "planted/figure.py:8)",
+        "planted/figure.py:31)",
     ]
