@@ -1,11 +1,13 @@
 """Figures on the website: legible where they are shown, openable at full size; one search box.
 
-The legibility test multiplies two measurements: the smallest text of each figure, in pixels
+The legibility tests multiply two measurements: the smallest text of each figure, in pixels
 of its PNG (stamped into the PNG by the chapters' kernels while matplotlib draws it; see
-tools/figure_audit.py), and the factor by which the page shrinks that PNG (measured in
-Chromium at the 1280 px layout). Their product is the height of the figure's smallest text
-on the screen, which must be at least 8 px. Every row goes to
-tests/artifacts/figure_legibility.csv.
+tools/site/figure_audit.py), and the factor by which the page shrinks that PNG (measured in
+Chromium). Their product is the height of the figure's smallest text on the screen, which
+must be at least 8 px at the 1280 px layout (rows in tests/artifacts/figure_legibility.csv)
+and at least 7 px on a 390 px phone (issue 29; rows in
+tests/artifacts/figure_legibility_phone.csv). A fast test without the site computes the same
+from the stored notebooks, one chapter at a time, with the column widths figure_audit measured.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from tests.helpers import ROOT, tool
 
 matplotlib.use("Agg")
 
-figure_audit = tool("figure_audit")  # tools/figure_audit.py
+figure_audit = tool("figure_audit")  # tools/site/figure_audit.py
 
-CHAPTER_PAGES = sorted(f"notebooks/{path.stem}.html" for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHAPTER_NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+CHAPTER_PAGES = [f"notebooks/{path.stem}.html" for path in CHAPTER_NOTEBOOKS]
+PHONE_WIDTH = 390  # the window, in CSS pixels (the page column in it is figure_audit.PHONE_COLUMN_PX)
 
 FIGURES_ON_PAGE = """
 const visible = (e) => {
@@ -38,6 +42,19 @@ return Array.from(document.querySelectorAll("article .cell_output img")).filter(
   shownWidth: image.getBoundingClientRect().width,
   link: image.closest("a.figure-full-size") ? image.closest("a").href : null,
 }));
+"""
+
+
+# Lazy images below the fold have no size until they load: load them all, then measure.
+LOAD_EVERY_FIGURE = """
+const done = arguments[arguments.length - 1];
+const images = Array.from(document.querySelectorAll("article .cell_output img"));
+images.forEach((image) => { image.loading = "eager"; });
+const start = Date.now();
+(function poll() {
+  if (images.every((image) => image.complete) || Date.now() - start > 30000) return done(images.length);
+  setTimeout(poll, 100);
+})();
 """
 
 
@@ -91,6 +108,27 @@ def test_an_unstamped_png_reads_as_unknown():
     assert figure_audit.read_png(buffer.getvalue()) == (100, None)
 
 
+@pytest.mark.parametrize("notebook", CHAPTER_NOTEBOOKS, ids=[path.stem for path in CHAPTER_NOTEBOOKS])
+def test_every_stored_figure_of_a_chapter_is_legible_on_the_page_and_on_a_phone(notebook):
+    """From the stored outputs, no site: each figure's smallest text, once the PNG is fitted to the
+    page column (660 px) and to a 390 px phone's (342 px), is at least MIN_PX and PHONE_MIN_PX."""
+    rows = figure_audit.report(notebook)
+    assert rows, f"{notebook.name} stores no figure (executed?)"
+    problems = []
+    for row in rows:
+        where = f"{notebook.stem} cell {row['cell']}: {row['width']} px wide"
+        if row["smallest_px"] is None:
+            problems.append(
+                f"{where}, no smallest-text stamp (re-execute with tools/site/figure_audit.py --execute {notebook.name})"
+            )
+        elif row["shown_px"] < figure_audit.MIN_PX or row["phone_px"] < figure_audit.PHONE_MIN_PX:
+            problems.append(
+                f"{where}, smallest {row['phone_px']} px on a phone (at least {figure_audit.PHONE_MIN_PX}), "
+                f"{row['shown_px']} px on the page (at least {figure_audit.MIN_PX})"
+            )
+    assert not problems, "\n".join(problems)
+
+
 # ---------------------------------------------------------------------------------------
 # On the built site, in Chromium at 1280 px
 
@@ -114,7 +152,7 @@ def test_every_figure_is_legible_at_the_desktop_layout_and_opens_at_full_size(si
             if smallest is None:
                 problems.append(
                     f"{page} {path.name}: no smallest-text stamp (built from a cache made before "
-                    "tools/figure_audit.py? remove _build/.jupyter_cache and rebuild)"
+                    "tools/site/figure_audit.py? remove _build/.jupyter_cache and rebuild)"
                 )
             elif shown < figure_audit.MIN_PX:
                 problems.append(
@@ -128,6 +166,68 @@ def test_every_figure_is_legible_at_the_desktop_layout_and_opens_at_full_size(si
         writer = csv.writer(handle)
         writer.writerow(
             ["page", "image", "png_width", "shown_width", "scale", "smallest_text_png_px", "smallest_text_shown_px"]
+        )
+        writer.writerows(rows)
+    assert len(rows) >= 20, f"only {len(rows)} figures found on the chapter pages"
+    assert not problems, "\n".join(problems)
+
+
+def test_every_figure_is_legible_on_a_390_px_phone(site, browser):
+    """At a 390 px wide window each figure's shown width (measured) times its stamped smallest
+    text, over its PNG width, is at least figure_audit.PHONE_MIN_PX."""
+    window = PHONE_WIDTH
+    browser.set_window_size(window, 844)
+    rows, problems = [], []
+    try:
+        for page in CHAPTER_PAGES:
+            _load(browser, (site / page).as_uri())
+            browser.execute_async_script(LOAD_EVERY_FIGURE)
+            viewport = browser.execute_script("return window.innerWidth")
+            assert viewport <= window, f"{page}: the window is {viewport} px wide, not {window}"
+            for figure in browser.execute_script(FIGURES_ON_PAGE):
+                path = _local(figure["src"])
+                if path.suffix == ".svg":
+                    width, smallest = figure["naturalWidth"], figure_audit.read_svg(path.read_bytes())
+                else:
+                    width, smallest = figure_audit.read_png(path.read_bytes())
+                assert width == figure["naturalWidth"], (page, figure)
+                scale = figure["shownWidth"] / width
+                shown = None if smallest is None else smallest * scale
+                rows.append(
+                    [
+                        page,
+                        path.name,
+                        viewport,
+                        width,
+                        round(figure["shownWidth"]),
+                        round(scale, 3),
+                        smallest,
+                        None if shown is None else round(shown, 2),
+                    ]
+                )
+                if smallest is None:
+                    problems.append(f"{page} {path.name}: no smallest-text stamp (rebuild without the old cache)")
+                elif shown < figure_audit.PHONE_MIN_PX:
+                    problems.append(
+                        f"{page} {path.name}: {width} px wide, shown {figure['shownWidth']:.0f} px wide on a "
+                        f"{viewport} px phone, so its smallest text ({smallest:.1f} px) is {shown:.1f} px"
+                    )
+    finally:
+        browser.set_window_size(1280, 1500)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with (ARTIFACTS / "figure_legibility_phone.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            [
+                "page",
+                "image",
+                "viewport_width",
+                "png_width",
+                "shown_width",
+                "scale",
+                "smallest_text_png_px",
+                "smallest_text_shown_px",
+            ]
         )
         writer.writerows(rows)
     assert len(rows) >= 20, f"only {len(rows)} figures found on the chapter pages"
