@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 import attention_book as ab
+from attention_book.data.tasks import word_encoder
 
 # The two values each widget's model-bound control alternates between (the browser benchmark
 # types them into the widget; the kernel benchmark sets them from Python). The first is the
@@ -34,16 +35,8 @@ def _cycle_control(widget, i: int) -> None:
 def _words_encoder():
     words = "the cat sat on a mat while dog ran to park and it was sunny".split()
     vocabulary = {word: i + 1 for i, word in enumerate(words)}
-
-    def encode(text: str):
-        labels = text.split()
-        if not labels:
-            raise ValueError("the sentence is empty")
-        unknown = [w for w in labels if w not in vocabulary]
-        if unknown:
-            raise ValueError(f"unknown words {unknown}")
-        return torch.tensor([[vocabulary[w] for w in labels]]), labels
-
+    # the book's word encoder: its rules travel with the head viewer, so the site runs the model too
+    encode = word_encoder(vocabulary, max_len=32)
     return encode, len(vocabulary) + 1
 
 

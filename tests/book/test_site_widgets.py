@@ -23,6 +23,9 @@ MODEL_BOUND = {
     "heads": ["sentence"],
     "decoding": ["source"],
 }
+# Chapter 4's head viewer runs the chapter's model in the page (its saved ONNX copy, onnxruntime-web;
+# test_site_static_compute.py types into it); chapter 7's model is too large to save and stays bound.
+RUNS_IN_PAGE = {"04_multi_head": ["heads"]}
 CHAPTER_WIDGETS = {
     "01_attention_math": "attention",
     "02_key_value_store": "key_value",
@@ -92,10 +95,12 @@ wait();
 """
 
 
-def poke_widgets(driver, url: str) -> list[dict]:
-    """Open ``url`` and move every presentation-only control of every widget on it."""
+def poke_widgets(driver, url: str, bound: dict | None = None) -> list[dict]:
+    """Open ``url`` and move every presentation-only control of every widget on it; report whether
+    the ``bound`` controls (default: MODEL_BOUND) are disabled."""
     driver.get(url)
-    return driver.execute_async_script(POKE_SCRIPT, {"presentation": PRESENTATION_CONTROLS, "bound": MODEL_BOUND})
+    bound = MODEL_BOUND if bound is None else bound
+    return driver.execute_async_script(POKE_SCRIPT, {"presentation": PRESENTATION_CONTROLS, "bound": bound})
 
 
 def problems_of(report: list[dict], page: str, expected_kind: str) -> list[str]:
@@ -126,7 +131,8 @@ def test_every_widget_responds_on_the_static_site_from_file_urls_with_the_networ
         if not page.is_file():
             problems.append(f"{page.name} was not built")
             continue
-        problems += problems_of(poke_widgets(browser, page.as_uri()), page.name, kind)
+        bound = {name: controls for name, controls in MODEL_BOUND.items() if name not in RUNS_IN_PAGE.get(chapter, [])}
+        problems += problems_of(poke_widgets(browser, page.as_uri(), bound), page.name, kind)
     assert not problems, "\n".join(problems)
 
 
