@@ -57,12 +57,12 @@ browser:
 	  else echo "chromium/chromedriver not found and cannot be installed here: the browser test will be skipped (it fails under CI=true)"; fi; }
 
 book: $(STAMP) $(NODE_STAMP)
-	$(PY) tools/build_book.py $(BUILD_DIR)
+	$(PY) tools/site/build_book.py $(BUILD_DIR)
 
 # The Colab edition (notebooks/colab/) and the student notebooks (notebooks/exercises/), both in the
 # portable markdown Colab and plain Jupyter render, generated from the chapters (the one source).
 exercises: $(STAMP)
-	$(PY) tools/generate_exercises.py notebooks notebooks/exercises   # writes notebooks/colab/ too
+	$(PY) tools/notebooks/generate_exercises.py notebooks notebooks/exercises   # writes notebooks/colab/ too
 
 # One pytest-xdist worker per CPU core (tests/conftest.py gives each one PyTorch thread); an idle
 # worker steals pending tests from a busy one (worksteal). The longest tests run first (the last
@@ -72,15 +72,15 @@ test: $(STAMP) $(NODE_STAMP) browser
 	$(BIN)/pytest tests -n auto --dist worksteal --durations=15
 
 # JupyterLab refuses to run as root (the usual user in a container) unless told it may.
-# tools/lab-settings turns on "save widget state", so a saved chapter reopens with its widgets' pictures;
-# tools/jupyter_server_config.py sends kernel messages to the browser without Nagle's delay (faster widgets).
+# tools/lab/settings turns on "save widget state", so a saved chapter reopens with its widgets' pictures;
+# tools/lab/jupyter_server_config.py sends kernel messages to the browser without Nagle's delay (faster widgets).
 # It opens on notebooks/colab/, the Colab edition (make exercises writes it from the chapters):
 # JupyterLab renders CommonMark, not the chapters' MyST. jupyterlab-myst 2.7 was tried on chapter 1:
 # it folds the answers and links glossary terms, but shows each citation as its bare key
 # ("devlin2019bert") and marks the chapter modified on opening. The MyST chapters (to edit) and
 # the student notebooks (exercises/, also portable) are one folder up in the same file browser.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks --LabApp.default_url=/lab/tree/colab --LabApp.app_settings_dir=$(CURDIR)/tools/lab-settings --config=$(CURDIR)/tools/jupyter_server_config.py $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+	$(BIN)/jupyter lab notebooks --LabApp.default_url=/lab/tree/colab --LabApp.app_settings_dir=$(CURDIR)/tools/lab/settings --config=$(CURDIR)/tools/lab/jupyter_server_config.py $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # The code ruff checks (the chapters are excluded in pyproject.toml); tests/book/test_lint.py runs the same.
 LINTED := src tests tools benchmarks
@@ -97,14 +97,14 @@ bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
 # Chapters 4 and 6 train seed 0 on the page and load seeds 1-4 from the package (their budget):
-# this trains every seed with the chapters' own cells and stores them (see tools/store_seed_runs.py).
+# this trains every seed with the chapters' own cells and stores them (see tools/stored/store_seed_runs.py).
 seeds: $(STAMP)
-	$(PY) tools/store_seed_runs.py
+	$(PY) tools/stored/store_seed_runs.py
 
 # Chapter 7's transfer study, the whole grid (hours on a 2-core CPU), stored in the package where the
-# chapter reads it; parts of it and merging them: see tools/run_transfer_study.py.
+# chapter reads it; parts of it and merging them: see tools/stored/run_transfer_study.py.
 study: $(STAMP)
-	$(PY) tools/run_transfer_study.py
+	$(PY) tools/stored/run_transfer_study.py
 
 clean:
 	rm -rf $(BUILD_DIR) $(VENV) node_modules .pytest_cache .hypothesis

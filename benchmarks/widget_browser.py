@@ -227,7 +227,9 @@ def bench_site(repeats: int, scratch: Path) -> list[dict]:
 
     book = scratch / "site"
     book.mkdir()
-    subprocess.run([sys.executable, str(ROOT / "tools" / "build_book.py"), "--vendor-only"], check=True, cwd=ROOT)
+    subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "site" / "build_book.py"), "--vendor-only"], check=True, cwd=ROOT
+    )
     for name in ("_config.yml", "tools", "vendor", "img"):
         source = ROOT / name
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, book / name)

@@ -1,4 +1,4 @@
-"""What several test folders share: the repository root and the scripts under tools/.
+"""What several test folders share: the repository root and the scripts under tools/ (in role folders).
 
 Test modules live one folder below tests/ (unit/, widgets/, book/) and may move again: they
 import :data:`ROOT` from here (``from tests.helpers import ROOT``) instead of counting parent
@@ -19,12 +19,22 @@ TOOLS = ROOT / "tools"
 SAMPLE_EXERCISES = ROOT / "tests" / "sample_exercises"
 
 
+def tool_path(name: str) -> Path:
+    """The script ``tools/<group>/<name>.py``, whichever role folder holds it (tools/README.md)."""
+    found = sorted(TOOLS.glob(f"*/{name}.py"))
+    if len(found) != 1:
+        raise FileNotFoundError(f"expected one tools/*/{name}.py, found {[str(p) for p in found]}")
+    return found[0]
+
+
 def tool(name: str) -> ModuleType:
-    """Import the script ``tools/<name>.py`` as a module (e.g. ``tool("generate_exercises")``)."""
-    if not (TOOLS / f"{name}.py").is_file():
-        raise FileNotFoundError(f"tools/{name}.py does not exist")
-    if str(TOOLS) not in sys.path:
-        sys.path.insert(0, str(TOOLS))
+    """Import the script ``tools/<group>/<name>.py`` as a module (e.g. ``tool("generate_exercises")``).
+
+    Its folder goes on ``sys.path``, as when the script runs, so it imports its neighbours as it does
+    then (generate_exercises imports colab_edition; build_book imports figure_audit)."""
+    folder = str(tool_path(name).parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
     return importlib.import_module(name)
 
 

@@ -113,8 +113,8 @@ STORED_FILES: dict[str, StoredFile] = {
         ),
         StoredFile(
             name="minilm_reference.safetensors",
-            writer="tools/write_minilm_reference.py",
-            command="python tools/write_minilm_reference.py",
+            writer="tools/stored/write_minilm_reference.py",
+            command="python tools/stored/write_minilm_reference.py",
             rerun_when="the weights package, the tool's sentences or transformers' BERT change",
         ),
         StoredFile(

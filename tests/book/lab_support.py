@@ -19,8 +19,8 @@ from tests.book.site_support import headless_chromium
 from tests.helpers import ROOT
 
 JUPYTER = ROOT / ".venv" / "bin" / "jupyter"
-LAB_SETTINGS = ROOT / "tools" / "lab-settings"  # what `make lab` passes: saves widget state
-SERVER_CONFIG = ROOT / "tools" / "jupyter_server_config.py"  # and this: no Nagle delay on the websocket
+LAB_SETTINGS = ROOT / "tools" / "lab" / "settings"  # what `make lab` passes: saves widget state
+SERVER_CONFIG = ROOT / "tools" / "lab" / "jupyter_server_config.py"  # and this: no Nagle delay on the websocket
 
 
 def free_port() -> int:

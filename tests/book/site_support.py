@@ -42,7 +42,13 @@ def _build_site() -> None:
             # Executed as on another machine, where a reader trains every seed of chapters 4 and 6
             # (ATTENTION_BOOK_SEEDS=train): every statement of theirs must hold for such a reader.
             # nbval runs the chapters in this machine's configuration, with the stored seeds.
-            [sys.executable, str(ROOT / "tools" / "build_book.py"), str(BUILD), "--other-machine", "--train-seeds"],
+            [
+                sys.executable,
+                str(ROOT / "tools" / "site" / "build_book.py"),
+                str(BUILD),
+                "--other-machine",
+                "--train-seeds",
+            ],
             cwd=ROOT,
             stdout=handle,
             stderr=subprocess.STDOUT,
@@ -185,7 +191,7 @@ function waitForWidgets() {
   // The widget manager renders after RequireJS has loaded it; give it up to 20 s.
   if (!widgetViews || document.querySelector(".jupyter-widgets") || Date.now() - start > 20000) {
     const mj = window.MathJax;
-    // Widget labels are typeset after MathJax's first pass (tools/widgets_offline.js).
+    // Widget labels are typeset after MathJax's first pass (tools/site/widgets_offline.js).
     const settle = mj && mj.startup && mj.startup.promise ? mj.startup.promise : Promise.resolve();
     settle.then(() => setTimeout(() => done("ready"), 500), (e) => done("error: " + e));
   } else {

@@ -1,4 +1,4 @@
-"""The Colab edition (tools/colab_edition.py): the notebooks Colab opens read as the website does.
+"""The Colab edition (tools/notebooks/colab_edition.py): the notebooks Colab opens read as the website does.
 
 Colab, JupyterLab without jupyterlab-myst, Notebook 7 and VS Code render markdown cells as
 CommonMark with HTML; only the website renders MyST. Every notebook that Colab opens (the
@@ -20,7 +20,7 @@ from markdown_it import MarkdownIt
 
 from tests.helpers import ROOT, tool
 
-colab = tool("colab_edition")  # tools/colab_edition.py
+colab = tool("colab_edition")  # tools/notebooks/colab_edition.py
 generate = tool("generate_exercises")
 
 CHAPTERS = colab.chapters(ROOT / "notebooks")
@@ -164,7 +164,7 @@ def test_the_committed_colab_edition_is_what_the_tool_writes_from_the_chapters()
         _rel(path) for path, text in outputs.items() if not path.is_file() or path.read_text(encoding="utf-8") != text
     ]
     assert not stale, (
-        f"out of date: {stale}; run `make exercises` (python tools/colab_edition.py notebooks notebooks/colab)"
+        f"out of date: {stale}; run `make exercises` (python tools/notebooks/colab_edition.py notebooks notebooks/colab)"
     )
 
 

@@ -1,4 +1,4 @@
-"""The exercise-notebook generator (tools/generate_exercises.py) on small, made-up chapters."""
+"""The exercise-notebook generator (tools/notebooks/generate_exercises.py) on small, made-up chapters."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import ROOT, SAMPLE_EXERCISES, tool
 
-generate = tool("generate_exercises")  # tools/generate_exercises.py
+generate = tool("generate_exercises")  # tools/notebooks/generate_exercises.py
 GenerateError, fill_source, stub_source = generate.GenerateError, generate.fill_source, generate.stub_source
 
 BADGE = (
@@ -189,7 +189,7 @@ def test_the_exercise_notebook_of_a_chapter():
     cells = notebook.cells
     assert chapter.cells[4].source.endswith("return x\n# END SOLUTION")  # the chapter is untouched
     # header: marked as the exercise version, one badge pointing at itself, its image by absolute URL
-    # (student notebooks are portable markdown: tools/colab_edition.py)
+    # (student notebooks are portable markdown: tools/notebooks/colab_edition.py)
     raw = generate.colab_edition.book().raw
     assert cells[0].source == (
         "# 3. A chapter: exercises\n\n"

@@ -1,5 +1,5 @@
 """Chapter headers: every chapter and exercise notebook opens with the Colab badge and the
-setup cell that tools/sync_headers.py writes from _config.yml, and that setup cell installs
+setup cell that tools/notebooks/sync_headers.py writes from _config.yml, and that setup cell installs
 the package on Colab and does nothing, silently, anywhere else."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import yaml
 
 from tests.helpers import ROOT, tool
 
-sync_headers = tool("sync_headers")  # tools/sync_headers.py
+sync_headers = tool("sync_headers")  # tools/notebooks/sync_headers.py
 
 URL, BRANCH = sync_headers.repository()
 
@@ -35,7 +35,7 @@ def test_every_chapter_and_exercise_notebook_has_the_header_and_setup_cell_of_co
         path = absolute.relative_to(ROOT)
         notebook = nbformat.read(absolute, as_version=4)
         problems += sync_headers.header_problems(notebook, path, URL, BRANCH)
-    assert not problems, "run `python tools/sync_headers.py`:\n" + "\n".join(problems)
+    assert not problems, "run `python tools/notebooks/sync_headers.py`:\n" + "\n".join(problems)
 
 
 def test_repository_is_named_once_in_config_yml_and_is_a_github_url():

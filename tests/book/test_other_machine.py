@@ -1,7 +1,7 @@
 """The second numerical configuration really is "another machine".
 
 ``make test`` executes every chapter twice: nbval in the native configuration, the site build
-under ``tools/build_book.py``'s ``OTHER_MACHINE`` (tests/book/site_support.py). That proves
+under ``tools/site/build_book.py``'s ``OTHER_MACHINE`` (tests/book/site_support.py). That proves
 something only if the second configuration changes what training computes, as another CPU
 does. This test trains the same seeded model for 300 Adam steps in fresh processes (the
 variables are read when torch starts): twice natively, which must give identical weights, and

@@ -1,6 +1,6 @@
 """The website: it builds from a clean tree, works offline, and renders in a real browser.
 
-The session-scoped fixture `site` (tests/book/conftest.py) builds the site once with tools/build_book.py (what
+The session-scoped fixture `site` (tests/book/conftest.py) builds the site once with tools/site/build_book.py (what
 `make book` runs) into _build/, executing the chapters under the second numerical configuration
 (``--other-machine``: nbval runs them natively); the chapters' execution cache in
 _build/.jupyter_cache is kept, so a second run only re-executes chapters that changed. Every other site test
@@ -36,7 +36,7 @@ from tests.book.site_support import (
 )
 from tests.helpers import ROOT, tool
 
-build_book = tool("build_book")  # tools/build_book.py
+build_book = tool("build_book")  # tools/site/build_book.py
 
 CHAPTERS = [
     "notebooks/01_attention_math",
@@ -422,7 +422,7 @@ SCAFFOLDING_WORDS = re.compile(r"NBVAL|BEGIN SOLUTION|END SOLUTION")
 
 def test_chapter_pages_show_no_test_scaffolding(site):
     """nbval's markers and the solution markers stay in the notebooks (nbval and the exercise
-    generator read them) but not on the chapter pages a reader sees (tools/sphinx_offline.py).
+    generator read them) but not on the chapter pages a reader sees (tools/site/sphinx_offline.py).
     book/exercises.html is exempt: it explains those markers to students and instructors."""
     found = []
     for page in sorted((site / "notebooks").glob("*.html")):
@@ -443,7 +443,7 @@ def _visible(driver, selector: str) -> list:
 
 def test_sidebar_toggles_work_on_a_phone_and_on_a_desktop(site, browser):
     """At 390 px the chapter drawer and the contents drawer open and a link in the drawer works;
-    at 1280 px the toggle collapses the sidebar and brings it back (tools/sidebar_toggles.js)."""
+    at 1280 px the toggle collapses the sidebar and brings it back (tools/site/sidebar_toggles.js)."""
     from selenium.webdriver.common.by import By
 
     page = (site / "notebooks" / f"{first_chapter().stem}.html").as_uri()

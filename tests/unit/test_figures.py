@@ -122,7 +122,7 @@ def test_chapter_1_draws_two_maps_one_above_the_other_with_one_colour_bar():
 
 def test_chapter_1_and_2_figures_are_legible_on_a_phone():
     """Drawn as the chapters' kernels draw them (100 dpi, cropped to what is drawn), each figure's smallest
-    text is at least 7 px on a 390 px phone and 8 px on the desktop page (issue 29; tools/figure_audit.py)."""
+    text is at least 7 px on a 390 px phone and 8 px on the desktop page (issue 29; tools/site/figure_audit.py)."""
     import io
 
     import matplotlib.pyplot as plt

@@ -11,7 +11,7 @@ stored repeat 0 by at most the range of the stored repeats (the scale
 :class:`attention_book.StoredRuns` uses for chapters 4 and 6).
 
 How the fingerprint follows a change of code: a change that changes results means running
-the arms it touches again (``make study``, or a part merged by ``tools/merge_transfer_parts.py``).
+the arms it touches again (``make study``, or a part merged by ``tools/stored/merge_transfer_parts.py``).
 A change meant to keep every result (a refactor) is pinned only after the same cells were run
 by the old and the new code on one machine and gave identical numbers
 (``merge_transfer_parts.py --same-results``); the stored file then lists the old fingerprint
@@ -48,7 +48,7 @@ def test_the_stored_study_was_made_by_today_s_study_functions():
         "the study's functions changed since stored/transfer_study.json was made"
         + (f" (names reached now or then only: {changed})" if changed else "")
         + f": run `{STUDY_COMMAND}` (hours), a part of it, or pin a refactor with "
-        "`python tools/merge_transfer_parts.py --same-results OLD.json NEW.json`"
+        "`python tools/stored/merge_transfer_parts.py --same-results OLD.json NEW.json`"
     )
 
 

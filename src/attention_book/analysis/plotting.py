@@ -20,7 +20,7 @@ __all__ = ["ATTENTION_CMAP", "PAGE_INCHES", "heatmap", "plot_attention", "plot_a
 ATTENTION_CMAP = "viridis"
 # The widest a figure is drawn, in inches (at 100 dpi, pixels / 100). With no text under 9 pt, a
 # figure this wide keeps its smallest text at 7 px or more on a 390 px phone, where the page
-# column is 342 px (tools/figure_audit.py measures every figure the chapters draw).
+# column is 342 px (tools/site/figure_audit.py measures every figure the chapters draw).
 PAGE_INCHES = 6.0
 
 

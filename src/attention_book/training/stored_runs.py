@@ -276,7 +276,7 @@ class StoredRuns:
                 + "; ".join(self.mismatches)
                 + ". Another machine's rounding moves an outcome about as far as another seed does, not further: "
                 "the chapter's models, data or recipe changed after the runs were stored. Run `make seeds` "
-                "(python tools/store_seed_runs.py) to train and store them again."
+                "(python tools/stored/store_seed_runs.py) to train and store them again."
             )
         return "\n".join(lines)
 

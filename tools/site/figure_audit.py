@@ -7,8 +7,8 @@ shrinking, is still at least 8 px tall. Two numbers decide it: the smallest text
 This module supplies the first; tests/book/test_site_figures.py measures the second in
 Chromium and multiplies them.
 
-How the first number gets to the test: ``tools/build_book.py`` (and
-``python tools/figure_audit.py --execute``) run the chapters' kernels with
+How the first number gets to the test: ``tools/site/build_book.py`` (and
+``python tools/site/figure_audit.py --execute``) run the chapters' kernels with
 ``IPYTHONDIR`` pointing at a folder made by :func:`ipython_dir`. Its startup file calls
 :func:`install`, which wraps IPython's ``print_figure`` so that every PNG a figure turns into
 carries a text chunk ``attention-book:smallest-text-px`` (the smallest font drawn, in pixels
@@ -17,8 +17,8 @@ cache, into ``_build/html/_images``. Nothing in the chapters changes and readers
 
 Usage::
 
-    python tools/figure_audit.py notebooks/03_soft_vs_hard.ipynb      # report stored figures
-    python tools/figure_audit.py --execute notebooks/03_soft_vs_hard.ipynb  # execute in place first
+    python tools/site/figure_audit.py notebooks/03_soft_vs_hard.ipynb      # report stored figures
+    python tools/site/figure_audit.py --execute notebooks/03_soft_vs_hard.ipynb  # execute in place first
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ PHONE_COLUMN_PX = 342  # the page column on a 390 px phone (measured in Chromium
 PHONE_MIN_PX = 7.0  # the smallest figure text we accept on that phone, in CSS pixels
 
 STARTUP = """\
-# Written by tools/figure_audit.py: stamps each figure's PNG with its smallest text size.
+# Written by tools/site/figure_audit.py: stamps each figure's PNG with its smallest text size.
 def _attention_book_figure_audit():
     import importlib.util
 

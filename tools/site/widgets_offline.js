@@ -1,6 +1,6 @@
 /*
  * Lets the Jupyter widgets HTML manager work on the offline site (written for this book).
- * tools/build_book.py copies this file to vendor/; nb_ipywidgets_js in _config.yml loads
+ * tools/site/build_book.py copies this file to vendor/; nb_ipywidgets_js in _config.yml loads
  * it before RequireJS and the widget manager on every page that embeds widgets.
  *
  * 1. Where the widget manager finds its files. Each module in the manager's bundle
@@ -8,11 +8,11 @@
  *    configuration those URLs are relative to the page, so the fonts would be looked for
  *    next to each chapter. A global `require` object defined before RequireJS loads is
  *    RequireJS's configuration: map every module the bundle defines onto the
- *    html-manager folder next to this file, where tools/build_book.py put the fonts.
+ *    html-manager folder next to this file, where tools/site/build_book.py put the fonts.
  *
  * 2. The book's own widgets (attention_book.widgets) are anywidgets: RequireJS finds
  *    anywidget's front end in the anywidget/ folder next to this file (copied there by
- *    tools/build_book.py), never on a CDN. The page has no kernel, which the widgets
+ *    tools/site/build_book.py), never on a CDN. The page has no kernel, which the widgets
  *    read from window.__attentionBookStaticPage: controls that would need the model are
  *    shown disabled, with a note (those whose numbers are plain arithmetic, such as chapter
  *    3's typed scores, widgets.js computes in the page instead).

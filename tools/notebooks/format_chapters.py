@@ -2,13 +2,13 @@
 
 Usage::
 
-    python tools/format_chapters.py notebooks/04_multi_head.ipynb ...   # in place (hold the chapter's lock)
-    python tools/format_chapters.py --check notebooks/0*.ipynb          # write nothing; count the long lines
+    python tools/notebooks/format_chapters.py notebooks/04_multi_head.ipynb ...   # in place (hold the chapter's lock)
+    python tools/notebooks/format_chapters.py --check notebooks/0*.ipynb          # write nothing; count the long lines
 
 Chapter code is what a reader reads in Colab, Jupyter and on the website, whose 1280 px column holds
-88 columns of code (tools/site.css). ``ruff format --line-length 88`` rewrites only the cells that
+88 columns of code (tools/site/site.css). ``ruff format --line-length 88`` rewrites only the cells that
 have a line over 88 columns (the others keep their hand layout); cells with IPython syntax (``%``,
-``!``) and the setup cell (tools/sync_headers.py writes it) are left alone. What ruff cannot shorten (a long comment or string) is reported with its cell,
+``!``) and the setup cell (tools/notebooks/sync_headers.py writes it) are left alone. What ruff cannot shorten (a long comment or string) is reported with its cell,
 to be shortened by hand. Formatting changes no output, so the chapter needs no re-execution; ruff
 is the one pyproject.toml's dev extra installs.
 """
@@ -55,7 +55,7 @@ def format_notebook(path: Path, check: bool, executable: str) -> tuple[int, list
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type != "code" or not long_lines(cell.source):
             continue
-        if "colab-setup" in cell.metadata.get("tags", []):  # written by tools/sync_headers.py, as it is
+        if "colab-setup" in cell.metadata.get("tags", []):  # written by tools/notebooks/sync_headers.py, as it is
             continue
         if any(line.lstrip().startswith(("%", "!")) for line in cell.source.splitlines()):
             left += [f"cell {index}: {line.strip()[:70]}" for line in long_lines(cell.source)]
@@ -75,7 +75,7 @@ def format_notebook(path: Path, check: bool, executable: str) -> tuple[int, list
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/format_chapters.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python tools/notebooks/format_chapters.py", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="+", type=Path)
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a cell would change")
     arguments = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Write the header of every chapter and exercise notebook from ``_config.yml``.
 
-``python tools/sync_headers.py``          rewrite the headers in place
-``python tools/sync_headers.py --check``  exit 1 and name the notebooks that differ
+``python tools/notebooks/sync_headers.py``          rewrite the headers in place
+``python tools/notebooks/sync_headers.py --check``  exit 1 and name the notebooks that differ
 
 The header contract (chapter authors write the title; this tool writes the rest):
 
@@ -36,7 +36,7 @@ from pathlib import Path
 import nbformat
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTER_GLOB = "notebooks/[0-9][0-9]_*.ipynb"
 EXERCISE_GLOB = "notebooks/exercises/[0-9][0-9]_*.ipynb"
 HEADER_TAG = "chapter-header"
@@ -44,7 +44,7 @@ SETUP_TAG = "colab-setup"
 SETUP_TAGS = [SETUP_TAG, "hide-input"]
 COLAB = "https://colab.research.google.com/github"
 BADGE_IMAGE = "img/colab-badge.svg"
-COLAB_EDITION = "notebooks/colab"  # the chapters in portable markdown (tools/colab_edition.py)
+COLAB_EDITION = "notebooks/colab"  # the chapters in portable markdown (tools/notebooks/colab_edition.py)
 
 # Packages a chapter needs beyond attention_book's own dependencies, installed with
 # --no-deps (their upstream metadata drags in packages we do not use). Keep in step with
@@ -90,7 +90,7 @@ def badge_markdown(path: Path, url: str, branch: str) -> str:
     """The badge line(s) under the title of the notebook at ``path`` (relative to the root).
 
     Colab opens the portable notebooks: a chapter's badge the chapter's Colab edition
-    (``notebooks/colab/``, written by tools/colab_edition.py), its exercise link the student
+    (``notebooks/colab/``, written by tools/notebooks/colab_edition.py), its exercise link the student
     notebook. A chapter shows the badge image from ``img/`` (the offline website needs no
     network); a student notebook, which only Colab and Jupyter show, by its absolute URL.
     """
@@ -191,7 +191,7 @@ def header_problems(notebook, path: Path, url: str, branch: str) -> list[str]:
         if have.cell_type != want.cell_type:
             problems.append(f"{path}: {name} is a {have.cell_type} cell, expected {want.cell_type}")
         elif have.source != want.source:
-            problems.append(f"{path}: {name} differs from what tools/sync_headers.py writes")
+            problems.append(f"{path}: {name} differs from what tools/notebooks/sync_headers.py writes")
         elif not set(_tags(want)) <= set(_tags(have)):
             problems.append(f"{path}: {name} lacks the tags {_tags(want)}")
     return problems

