@@ -47,7 +47,7 @@ EXCEPTIONS: dict[str, str] = {
     "src/attention_book/training/transfer.py": "2026-11-26: chapter 7's stored study is pinned to the AST of "
     "the code run_study reaches (study_fingerprint, tests/unit/test_stored_study.py); passing its arguments "
     "by keyword changes that fingerprint, so it waits for the next `make study` or a refactor pinned with "
-    "`tools/merge_transfer_parts.py --same-results` (hours of runs on this machine)",
+    "`tools/stored/merge_transfer_parts.py --same-results` (hours of runs on this machine)",
     "src/attention_book/training/transfer_study.py": "2026-11-26: as training/transfer.py (the study's "
     "fingerprint covers both modules)",
 }

@@ -125,7 +125,7 @@ STORED_SEED_CHAPTERS = [chapter for chapter in CHAPTERS if "StoredRuns(" in chap
 def test_chapter_holds_with_every_seed_trained_on_another_machine(chapter, site):
     """``ATTENTION_BOOK_SEEDS=train``, which the chapters offer readers: no seed is loaded, every
     seed is trained. The test site is built so, under the second numerical configuration
-    (``tools/build_book.py --other-machine --train-seeds``, tests/book/site_support.py), and the
+    (``tools/site/build_book.py --other-machine --train-seeds``, tests/book/site_support.py), and the
     build fails on any error: every assert of the chapter held for a reader who trains every seed
     on another machine. Here the chapter's own report, as executed for the site, must say that
     every run was trained (nbval runs the chapter with the stored seeds on this machine)."""
