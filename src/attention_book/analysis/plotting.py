@@ -18,10 +18,11 @@ from .formatting import format_weight, to_numpy
 __all__ = ["ATTENTION_CMAP", "PAGE_INCHES", "heatmap", "plot_attention", "plot_attention_grid", "seed_band"]
 
 ATTENTION_CMAP = "viridis"
-# The widest a figure is drawn, in inches (at 100 dpi, pixels / 100). With no text under 9 pt, a
-# figure this wide keeps its smallest text at 7 px or more on a 390 px phone, where the page
-# column is 342 px (tools/site/figure_audit.py measures every figure the chapters draw).
-PAGE_INCHES = 6.0
+# The widest a figure is drawn, in inches (at 100 dpi, pixels / 100). The notebook's inline backend
+# crops a figure to its drawing and adds 0.1 in on each side, so a figure this wide becomes a PNG of
+# about 591 px; with no text under 9 pt its smallest text is then 7.2 px or more on a 390 px phone,
+# where the page column is 342 px (tools/site/figure_audit.py measures every figure the chapters draw).
+PAGE_INCHES = 5.8
 
 
 def seed_band(

@@ -119,7 +119,7 @@ def plot_saturation(dims, saturated_unscaled, saturated_scaled, slope_unscaled, 
     the band their range (seaborn). Unscaled scores in one colour, scaled by 1/sqrt(d_k) in
     another. The slope is drawn on a log scale, since unscaled it falls by orders of magnitude.
     """
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_INCHES - 0.4, 6.4), layout="constrained")
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(PAGE_INCHES - 0.2, 6.4), layout="constrained")
     styles = (
         ("o", "#d62728", r"unscaled: softmax$(q \cdot k)$"),
         ("s", "#1f4e79", r"scaled: softmax$(q \cdot k / \sqrt{d_k})$"),

@@ -32,10 +32,7 @@ __all__ = [
 ]
 
 
-# The width of every figure of several panels. The notebook's inline backend crops a figure to its
-# drawing and adds 0.1 in on each side, so a PAGE_INCHES-wide figure becomes a PNG of 611 px, where
-# 9 pt text would fall a hair under 7 px on a 390 px phone; 0.2 in less keeps it at 7.2 px.
-_WIDTH = PAGE_INCHES - 0.2
+_WIDTH = PAGE_INCHES  # the width of every figure drawn here (issue 29: legible on a phone)
 
 # One colour per way of turning scores into weights, used by every line plot of the chapter
 # (colour-blind-safe choices from matplotlib's "tab10"; the bar charts use ATTENTION_CMAP).

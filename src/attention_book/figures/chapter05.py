@@ -21,10 +21,7 @@ from ..analysis.formatting import to_numpy
 from ..analysis.plotting import PAGE_INCHES, heatmap, seed_band
 from ..training.loop import History
 
-# The width of the figures drawn here. The notebook's inline backend crops a figure to its drawing
-# and adds 0.1 in on each side, so a PAGE_INCHES-wide figure becomes a PNG of 611 px, where 9 pt
-# text would fall a hair under 7 px on a 390 px phone; 0.2 in less keeps it at 7.2 px.
-_WIDTH = PAGE_INCHES - 0.2
+_WIDTH = PAGE_INCHES  # the width of every figure drawn here (issue 29: legible on a phone)
 
 __all__ = [
     "plot_encoding_table",

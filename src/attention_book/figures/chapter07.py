@@ -3,7 +3,7 @@ the transfer study's learning curves with intervals, similarity gaps, and attent
 
 Presentation only: the recipes are in :mod:`attention_book.training.transfer`, the
 measurements in :mod:`attention_book.analysis.heads` and :mod:`attention_book.analysis.vectors`.
-Every figure is at most :data:`~attention_book.analysis.plotting.PAGE_INCHES` (6 inches) wide
+Every figure is at most :data:`~attention_book.analysis.plotting.PAGE_INCHES` (5.8 inches) wide
 with no text under 9 pt, so that its smallest text stays at 7 px or more on a 390 px phone
 (and above 8 px on the desktop page). The two figures with intervals (the learning curves and
 the similarity gaps) are drawn by seaborn from the raw values, with the chapter's own 95 %
@@ -35,10 +35,7 @@ __all__ = [
 ]
 
 SMALLEST_POINTS = 9  # the smallest text any figure of this chapter draws (tick labels, legends)
-# The widest figure drawn here. The saved PNG adds 0.1 inch of padding on each side, so a
-# PAGE_INCHES-wide figure becomes about 611 px and its 9 pt text 6.99 px on the phone's 342 px
-# column; 5.8 inches (about 591 px) keeps it at 7.2 px.
-WIDTH = PAGE_INCHES - 0.2
+WIDTH = PAGE_INCHES  # the width of every figure drawn here (issue 29: legible on a phone)
 
 
 def _t_interval(values) -> tuple[float, float]:
