@@ -112,7 +112,13 @@ def scaled_dot_product_attention(
 
 
 def causal_mask(T: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """Lower-triangular ``(T, T)`` boolean mask: position t may attend to positions <= t."""
+    """Lower-triangular ``(T, T)`` boolean mask: position t may attend to positions <= t.
+
+    While torch traces a model (``torch.onnx.export``, as the decoding stepper saves its model for
+    the website) a length read from a shape is a 0-d tensor: it is taken as the int it holds (the
+    traced graph then has this T fixed)."""
+    if isinstance(T, torch.Tensor) and T.dim() == 0 and not T.is_floating_point() and torch.jit.is_tracing():
+        T = int(T)
     if not isinstance(T, int) or isinstance(T, bool) or T < 1:
         raise ValueError(f"T must be a positive integer (a sequence length), but {T!r} was given")
     return torch.ones(T, T, dtype=torch.bool, device=device).tril()

@@ -23,9 +23,10 @@ MODEL_BOUND = {
     "heads": ["sentence"],
     "decoding": ["source"],
 }
-# Chapter 4's head viewer runs the chapter's model in the page (its saved ONNX copy, onnxruntime-web;
-# test_site_static_compute.py types into it); chapter 7's model is too large to save and stays bound.
-RUNS_IN_PAGE = {"04_multi_head": ["heads"]}
+# Chapter 4's head viewer and chapter 6's decoding steppers run the chapter's model in the page (its
+# saved ONNX copy, onnxruntime-web; test_site_static_compute.py types into them); chapter 7's model
+# is too large to save and stays bound.
+RUNS_IN_PAGE = {"04_multi_head": ["heads"], "06_encoder_decoder": ["decoding"]}
 CHAPTER_WIDGETS = {
     "01_attention_math": "attention",
     "02_key_value_store": "key_value",

@@ -162,3 +162,127 @@ def test_cuda_gives_the_same_decoding_as_cpu(stepper):
     on_cpu = stepper.data["output"]
     stepper.device_name = "cuda"
     assert stepper.data["output"] == on_cpu and stepper.status.endswith("on cuda")
+
+
+# -- the website's copy of the model (issue 35): page_model, ONNX ------------------------------
+def chapter6_steppers() -> dict:
+    """Chapter 6's two steppers (notebooks/06_encoder_decoder.ipynb) around its stored seed-0 models."""
+    from attention_book.data.dates import DateTask
+
+    runs = ab.StoredRuns("chapter06")
+    sort_vocab = ab.SequenceTask("sort", 4, min_len=3, max_len=8, num_symbols=10, seed=1).vocab
+    dates = DateTask(10, split="test", seed=3)
+
+    def build(vocab, max_len):
+        return lambda: ab.EncoderDecoder(
+            len(vocab), len(vocab), d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=max_len
+        )
+
+    sorting, _ = runs.run("sorting", 0, build=build(sort_vocab, 10), train=None, live=False)
+    date_model, _ = runs.run("dates", 0, build=build(dates.vocab, 32), train=None, live=False)
+    return {
+        "sorting": DecodingStepper(sorting, sort_vocab.encode(list("CAFB")), sort_vocab, device="cpu"),
+        "dates": DecodingStepper(date_model, dates.encode("11. März 1997"), dates.vocab, device="cpu", step=7),
+    }
+
+
+SORT_SOURCES = ["C A F B", "CAFB", "a b c", "J I H G F E D C", "B B B", "E", "c, a, f", "JJ", "D C B A"]
+DATE_SOURCES = [
+    "11. März 1997",
+    "tuesday 3rd of march 1998",
+    "1/2/2003",
+    "12 december 1999",
+    "3 / 3",
+    "march 3, 1998",
+    "2000-01-01",
+    "sunday 31st of december 2000",
+    "x",
+    "9 9 9 9 9 9 9 9 9 9 9 9 9 9 9 9",
+]
+
+
+def page_decode(page: dict, labels: list[str]) -> dict:
+    """The greedy loop the website runs around the exported model (widgets.js, decodingData), in Python."""
+    import base64
+
+    import numpy as np
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(base64.b64decode(page["onnx"]), providers=["CPUExecutionProvider"])
+    tokens = [*page["specials"]["names"], *page["symbols"]]
+    source = np.array([[tokens.index(label) for label in labels]], dtype=np.int64)
+    bos, eos, pad = page["specials"]["bos"], page["specials"]["eos"], page["specials"]["pad"]
+    written = []
+    for _ in range(page["max_len"]):
+        fed = [bos, *written]
+        target = np.array([fed + [pad] * (page["target_len"] - len(fed))], dtype=np.int64)
+        logits, own, cross = session.run(None, {"source": source, "target": target})
+        written.append(int(np.argmax(logits[len(fed) - 1])))
+        if written[-1] == eos:
+            break
+    L = len(written)
+    return {"output": written, "logits": logits[:L], "self": own[:, :, :L, :L], "cross": cross[:, :, :L]}
+
+
+@pytest.mark.parametrize("which", ["sorting", "dates"])
+def test_the_page_model_with_the_greedy_loop_around_it_gives_the_steppers_decoding(which):
+    pytest.importorskip("onnxruntime")
+    import json
+
+    stepper = chapter6_steppers()[which]
+    page = json.loads(stepper.page_model)
+    assert page["symbols"] == list(stepper.vocab.symbols) and page["max_len"] == stepper.max_len
+    sources = SORT_SOURCES if which == "sorting" else DATE_SOURCES
+    checked = 0
+    for text in sources:
+        stepper.set_input("source", text)
+        if stepper.error:
+            continue
+        data = stepper.data
+        got = page_decode(page, data["source"])
+        assert [stepper.vocab.tokens[i] for i in got["output"]] == data["output"], text
+        probabilities = torch.softmax(torch.from_numpy(got["logits"]), dim=-1)
+        assert (probabilities - torch.tensor(data["probabilities"])).abs().max() <= 1e-4 + 5e-5, text
+        for layer in range(stepper.num_layers):
+            for head in range(stepper.num_heads):
+                for name, mine in (("self", got["self"]), ("cross", got["cross"])):
+                    sent = torch.tensor(data[name][layer][str(head)])
+                    assert (torch.from_numpy(mine[layer, head]) - sent).abs().max() <= 5e-4 + 1e-5, (text, name)
+        checked += 1
+    assert checked >= 6
+
+
+@pytest.mark.parametrize("which", ["sorting", "dates"])
+def test_the_page_model_gives_the_torch_models_logits_and_weights_within_1e_5(which):
+    pytest.importorskip("onnxruntime")
+    import base64
+    import json
+
+    import numpy as np
+    import onnxruntime
+
+    stepper = chapter6_steppers()[which]
+    page = json.loads(stepper.page_model)
+    session = onnxruntime.InferenceSession(base64.b64decode(page["onnx"]), providers=["CPUExecutionProvider"])
+    generator = torch.Generator().manual_seed(0)
+    first, size = len(stepper.vocab.tokens) - len(stepper.vocab.symbols), len(stepper.vocab)
+    cases = 0
+    for _ in range(24):
+        t_in = int(torch.randint(1, page["max_source"] + 1, (1,), generator=generator))
+        t_out = int(torch.randint(1, page["target_len"] + 1, (1,), generator=generator))
+        source = torch.randint(first, size, (1, t_in), generator=generator)
+        target = torch.randint(first, size, (1, t_out), generator=generator)
+        target[0, 0] = ab.BOS
+        with torch.no_grad():
+            logits = stepper.model(source, target)[0]
+        layers = stepper.model.decoder.layers
+        own = torch.stack([layer.self_attn.last_weights[0] for layer in layers])
+        cross = torch.stack([layer.cross_attn.last_weights[0] for layer in layers])
+        padded = np.full((1, page["target_len"]), ab.PAD, dtype=np.int64)
+        padded[0, :t_out] = target[0].numpy()
+        got = session.run(None, {"source": source.numpy(), "target": padded})
+        assert np.abs(got[0][:t_out] - logits.numpy()).max() <= 1e-5
+        assert np.abs(got[1][:, :, :t_out, :t_out] - own.numpy()).max() <= 1e-5
+        assert np.abs(got[2][:, :, :t_out] - cross.numpy()).max() <= 1e-5
+        cases += 1
+    assert cases >= 20

@@ -16,21 +16,119 @@ the heads, the default), and a text box for a new source sequence (``C A F B``; 
 one-letter symbols ``CAFB`` works too; a model of characters that include the space, such as
 chapter 6's dates, reads the text as typed, ``March 3, 1998``). Bad input is shown in the
 widget, which stays usable.
+
+On the book's website no kernel runs. For one of the book's own
+:class:`~attention_book.EncoderDecoder` models (at most 1M parameters) the stepper also saves
+``page_model`` (:func:`export_page_model`): the model exported to ONNX with its logits and
+every decoder layer's self- and cross-attention weights as outputs, and what
+:func:`parse_source` needs. widgets.js then parses a typed source, runs the greedy loop in
+JavaScript around that model (onnxruntime-web, WebAssembly) and draws what
+:meth:`DecodingStepper.compute` would have sent. Where the export fails the website keeps the
+source box disabled, as before.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
+import inspect
+import io
+import json
+import warnings
 
 import torch
+import traitlets
+from torch import nn
 
 from ..data.tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
 from ..decoding import greedy_decode
 from ._base import AttentionWidget, WidgetInputError, rounded
 
-__all__ = ["DecodingStepper", "parse_source"]
+__all__ = ["DecodingStepper", "parse_source", "export_page_model"]
 
 AVERAGE = -1  # the head dropdown's value for "average of the heads"
+PAGE_MODEL_PARAMETERS = 1_000_000  # the website's copy of the model stays under about 4 MB
+
+
+class _EveryStepsWeights(nn.Module):
+    """source (1, T_in), target (1, T_out) -> logits (T_out, vocab), self-attention (layers, heads,
+    T_out, T_out) and cross-attention (layers, heads, T_out, T_in) weights."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, source: torch.Tensor, target: torch.Tensor):
+        logits = self.model(source, target)  # (1, T_out, vocab)
+        layers = self.model.decoder.layers
+        own = torch.stack([layer.self_attn.last_weights[0] for layer in layers])
+        cross = torch.stack([layer.cross_attn.last_weights[0] for layer in layers])
+        return logits[0], own, cross
+
+
+def export_page_model(model: nn.Module, vocab: Vocabulary, max_len: int) -> dict | None:
+    """What the website needs to run the stepper without a kernel, or None where it cannot.
+
+    ``onnx`` (base64): the model with inputs ``source`` (1, T_in) int64, T_in free, and
+    ``target`` (1, ``target_len``) int64, the decoder's every position: the page feeds BOS and
+    the tokens written so far followed by PAD; the decoder is causal, so row t does not depend
+    on what follows it. Outputs ``logits`` (target_len, vocab), ``self`` and ``cross`` (layers,
+    heads, target_len, target_len or T_in). Its weights are named ``"model." + key`` of the
+    model's state dict. Also the vocabulary's ``symbols``, ``max_source`` (the encoder's
+    positions), ``max_len`` (most tokens to write) and the special ids. None for any model but a
+    plain :class:`~attention_book.EncoderDecoder` of at most :data:`PAGE_MODEL_PARAMETERS`
+    parameters, or when torch cannot export it (nothing else changes).
+    """
+    from ..layers import DecoderLayer, EncoderLayer
+    from ..multihead import MultiHeadAttention
+    from ..transformer import Decoder, Encoder, EncoderDecoder
+
+    plain = (
+        type(model) is EncoderDecoder
+        and type(model.encoder) is Encoder
+        and type(model.decoder) is Decoder
+        and all(type(layer) is EncoderLayer for layer in model.encoder.layers)
+        and all(type(layer) is DecoderLayer for layer in model.decoder.layers)
+        and all(
+            type(layer.self_attn) is MultiHeadAttention
+            and type(getattr(layer, "cross_attn", layer.self_attn)) is MultiHeadAttention
+            for layer in [*model.encoder.layers, *model.decoder.layers]
+        )
+    )
+    if not plain or sum(p.numel() for p in model.parameters()) > PAGE_MODEL_PARAMETERS:
+        return None
+    target_len = int(model.decoder.embedding.max_len)
+    try:
+        with torch.no_grad():
+            wrapper = _EveryStepsWeights(copy.deepcopy(model).cpu().float()).eval()
+        source = torch.full((1, min(3, int(model.encoder.embedding.max_len))), len(SPECIALS), dtype=torch.long)
+        target = torch.full((1, target_len), PAD, dtype=torch.long)
+        target[0, 0] = BOS
+        buffer = io.BytesIO()
+        choose = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the exporter's deprecation and tracer warnings
+            torch.onnx.export(
+                wrapper,
+                (source, target),
+                buffer,
+                **choose,  # the TorchScript-based exporter (see head_viewer.export_page_model)
+                input_names=["source", "target"],
+                output_names=["logits", "self", "cross"],
+                dynamic_axes={"source": {1: "T_in"}, "cross": {3: "T_in"}},
+                opset_version=17,
+                do_constant_folding=False,
+            )
+    except Exception:  # any failure only means: no typing on the website
+        return None
+    return {
+        "onnx": base64.b64encode(buffer.getvalue()).decode("ascii"),
+        "target_len": target_len,
+        "symbols": list(vocab.symbols),
+        "specials": {"pad": PAD, "bos": BOS, "eos": EOS, "count": len(SPECIALS), "names": list(SPECIALS)},
+        "max_source": int(model.encoder.embedding.max_len),
+        "max_len": int(max_len),
+    }
 
 
 def parse_source(text: str, vocab: Vocabulary, max_len: int) -> list[str]:
@@ -101,7 +199,11 @@ class DecodingStepper(AttentionWidget):
     ``probabilities`` (L x vocabulary), ``chosen`` and ``stopped_at_limit`` (True when it
     stopped at ``max_len`` without writing EOS, which the picture says). ``view`` holds
     ``step`` (1 to L), ``layer`` and ``head`` (-1 = average); :meth:`shown` reads them out.
+    ``page_model`` is the JSON text of :func:`export_page_model` (empty where the website
+    cannot run the model), saved with the widget for the book's website.
     """
+
+    page_model = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
         self, model, source, vocab: Vocabulary, device=None, max_len: int | None = None, step: int | None = None
@@ -150,6 +252,8 @@ class DecodingStepper(AttentionWidget):
         self.view = {"step": 1, "layer": self.num_layers - 1, "head": AVERAGE}
         self.inputs = {"source": ("" if _reads_characters(vocab) else " ").join(labels)}
         self._first_step = step
+        exported = export_page_model(model, vocab, max_len)
+        self.page_model = "" if exported is None else json.dumps(exported, separators=(",", ":"))
         self._start()
 
     # -- compute ----------------------------------------------------------------------------

@@ -12,8 +12,9 @@
 // kernel (window.__attentionBookStaticPage, set by tools/widgets_offline.js): there the
 // controls whose numbers are plain arithmetic (chapter 1's sentence, chapter 2's query,
 // chapter 3's scores, chapter 5's d_model and base) are computed by this file (STATIC_COMPUTE,
-// mirroring the Python widgets), chapter 4's sentence runs the chapter's model, saved as ONNX,
-// with onnxruntime-web (headData), and the other model-bound ones are disabled with a note.
+// mirroring the Python widgets), chapter 4's sentence and chapter 6's source run the chapter's
+// model, saved as ONNX, with onnxruntime-web (headData, decodingData), and the other model-bound
+// one (chapter 7's sentence) is disabled with a note.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -941,7 +942,9 @@ function decodingStepper(frame) {
   button(frame, "next", "next ▶", move(+1));
   const layerMenu = select(frame, "layer", "layer", [], frame.view.layer, (v) => frame.setView({ layer: v }));
   const headMenu = select(frame, "head", "head", [], frame.view.head, (v) => frame.setView({ head: v }));
-  const source = textInput(frame, "source", "source", model.get("inputs").source, "decode another source");
+  const noWasm = !frame.live && model.get("page_model") && typeof WebAssembly === "undefined";  // see headViewer
+  const source = textInput(frame, "source", "source", model.get("inputs").source,
+    noWasm ? "decode another source (typing here runs the model in the page, which needs WebAssembly, off in this browser)" : "decode another source");
 
   // The picture's layout: a new source of the same length, with labels as wide, reuses it.
   const layoutOf = (data) => JSON.stringify([data.output.length, data.source.length, data.vocabulary,
@@ -1654,6 +1657,105 @@ export function headData(inputs, page, { exact = false } = {}) {
   );
 }
 
+// -- chapter 6: attention_book.widgets.decoding_stepper (the source, on the website) --------
+// The stepper saved `page_model` (export_page_model): the encoder-decoder as ONNX, whose outputs
+// are the logits and every decoder layer's self- and cross-attention weights for a target of the
+// decoder's every position. parseSource reads the typed source as parse_source does (the same
+// messages); decodingData runs greedy decoding around the model (BOS and the tokens written so
+// far, PAD after them: the decoder is causal, so a row does not see what follows it), and sends
+// what DecodingStepper.compute sends, rounded as it rounds.
+const pyListRepr = (items) => `[${items.map((item) => pyRepr(item)).join(", ")}]`;
+export function parseSource(text, page) {
+  const symbols = page.symbols;
+  const maxLen = page.max_source;
+  const known = new Set(symbols);
+  if (symbols.includes(" ") && symbols.every((symbol) => [...symbol].length === 1)) {  // _reads_characters
+    let characters = [...pyStrip(text)];
+    if (characters.length > 2 && characters.filter((_, i) => i % 2 === 1).every((c) => c === " ")) {
+      characters = characters.filter((_, i) => i % 2 === 0);  // "3 /   3" is "3/ 3"
+    }
+    if (!characters.length) throw new WidgetInputError('type a date as you would write it, for example "tuesday 3rd of march 1998"', "source");
+    const unknown = [...new Set(characters)].filter((c) => !known.has(c));
+    if (unknown.length) throw new WidgetInputError(`unknown character ${pyRepr(unknown[0])}; this model knows ${pyRepr(symbols.join(""))}`, "source");
+    if (characters.length > maxLen) throw new WidgetInputError(`the model reads at most ${maxLen} characters, but ${characters.length} were given`, "source");
+    return characters;
+  }
+  const example = symbols.slice(0, Math.min(4, symbols.length)).join(" ");
+  let words = pySplit(text.replaceAll(",", " "));
+  if (!words.length) throw new WidgetInputError(`type a source sequence, symbols separated by spaces, for example "${example}"`, "source");
+  if (words.length === 1 && !known.has(words[0]) && symbols.every((symbol) => [...symbol].length === 1)) words = [...words[0]];  // "CAFB"
+  if (symbols.every((symbol) => symbol.toUpperCase() === symbol)) words = words.map((word) => (known.has(word.toUpperCase()) ? word.toUpperCase() : word));
+  const specials = words.filter((word) => page.specials.names.includes(word));
+  if (specials.length) throw new WidgetInputError(`${pyRepr(specials[0])} is a special token that the model adds itself; type only symbols from ${pyListRepr(symbols)}`, "source");
+  const unknown = words.filter((word) => !known.has(word));
+  if (unknown.length) throw new WidgetInputError(`unknown token ${pyRepr(unknown[0])}; this model knows the symbols ${symbols.join(" ")}`, "source");
+  if (words.length > maxLen) throw new WidgetInputError(`the model reads at most ${maxLen} tokens, but ${words.length} were given`, "source");
+  return words;
+}
+
+export function decodingData(inputs, page, { exact = false } = {}) {
+  const labels = parseSource(inputs.source, page);  // bad input: thrown here, at once
+  const tokens = [...page.specials.names, ...page.symbols];
+  const index = new Map(tokens.map((token, i) => [token, i]));  // Vocabulary.encode: the last of equal labels
+  const { bos, eos, pad } = page.specials;
+  const round = rounder(exact);
+  return headSession(page).then(
+    async ({ ort, session }) => {
+      const source = new ort.Tensor("int64", BigInt64Array.from(labels, (label) => BigInt(index.get(label))), [1, labels.length]);
+      const written = [];
+      let last = null;
+      for (let k = 0; k < page.max_len; k += 1) {
+        const fed = [bos, ...written];
+        const target = new BigInt64Array(page.target_len).fill(BigInt(pad));
+        fed.forEach((id, i) => { target[i] = BigInt(id); });
+        last = await session.run({ source, target: new ort.Tensor("int64", target, [1, page.target_len]) });
+        const V = last.logits.dims[1];
+        const row = last.logits.data.subarray((fed.length - 1) * V, fed.length * V);
+        let best = 0;
+        for (let v = 1; v < V; v += 1) if (row[v] > row[best]) best = v;  // argmax: the first of equal scores
+        written.push(best);
+        if (best === eos) break;
+      }
+      const L = written.length;
+      const V = last.logits.dims[1];
+      const [layers, heads, T] = last.self.dims;
+      const Tin = labels.length;
+      const probabilities = Array.from({ length: L }, (_, t) => {
+        const row = Array.from(last.logits.data.subarray(t * V, (t + 1) * V));
+        return softmaxRow(row);
+      });
+      // rows 0..L-1 of one layer's and head's (T, cols) matrix, their first `take` columns
+      const pick = (tensor, cols, take, l, h) => Array.from({ length: L }, (_, i) => {
+        const start = ((l * heads + h) * T + i) * cols;
+        return Array.from(tensor.data.subarray(start, start + take));
+      });
+      const perLayer = (tensor, cols, take) => Array.from({ length: layers }, (_, l) => {
+        const rows = Array.from({ length: heads }, (_, h) => pick(tensor, cols, take, l, h));
+        const entry = { average: round(rows[0].map((row, i) => row.map((_, j) => rows.reduce((sum, m) => sum + m[i][j], 0) / heads)), 3) };
+        rows.forEach((matrix, h) => { entry[String(h)] = round(matrix, 3); });
+        return entry;
+      });
+      return {
+        source: labels,
+        output: written.map((id) => tokens[id]),
+        fed: [bos, ...written.slice(0, -1)].map((id) => tokens[id]),
+        vocabulary: tokens,
+        num_layers: layers,
+        num_heads: heads,
+        cross: perLayer(last.cross, Tin, Tin),
+        self: perLayer(last.self, T, L),
+        probabilities: round(probabilities, 4),
+        chosen: written,
+        stopped_at_limit: !written.includes(eos),
+        max_len: page.max_len,
+      };
+    },
+    (error) => {
+      throw new WidgetInputError(`typing here runs the model in the page, but onnxruntime-web did not start: ${error.message}`, "source");
+    },
+  );
+}
+
 // The kinds whose controls compute on the website, and how: null where the saved payload
 // lacks what they need (a chapter saved before this code existed).
 const STATIC_COMPUTE = {
@@ -1667,6 +1769,13 @@ const STATIC_COMPUTE = {
     if (!page || typeof WebAssembly === "undefined") return null;
     const parsedPage = JSON.parse(page);
     return (inputs) => headData(inputs, parsedPage);
+  },
+  // the decoding stepper's model, saved as ONNX (as the head viewer's)
+  decoding: (saved, model) => {
+    const page = model.get("page_model");
+    if (!page || typeof WebAssembly === "undefined") return null;
+    const parsedPage = JSON.parse(page);
+    return (inputs) => decodingData(inputs, parsedPage);
   },
 };
 
@@ -1712,6 +1821,7 @@ function render({ model, el }) {
   frame.local = live || !local ? null : local(dataOf(model), model);
   frame.canSend = live || Boolean(frame.local);
   frame.inputs = Object.assign({}, model.get("inputs"));
+  frame.shownSource = frame.inputs.source;
   frame.error = null;
   make("div", { class: "ab-title" }, el, model.get("title"));
   frame.controls = make("div", { class: "ab-controls" }, el);
@@ -1758,6 +1868,11 @@ function render({ model, el }) {
       frame.error = null;
       if (model.get("kind") === "key_value") frame.view.moved = {};  // KeyValueExplorer.adjust_view
       if (model.get("kind") === "attention") frame.view.query = Math.min(frame.view.query, data.tokens.length - 1);  // AttentionExplorer.adjust_view
+      if (model.get("kind") === "decoding") {  // DecodingStepper.adjust_view: a new source shows its whole decoding
+        const steps = data.output.length;
+        frame.view.step = value !== frame.shownSource ? steps : Math.min(Math.max(1, frame.view.step), steps);
+        frame.shownSource = value;
+      }
       redraw();
     }
     function refuse(error) {
