@@ -9,7 +9,11 @@ Two places a reader meets the widgets:
 * the static site: the same notebook built by jupyter-book into a one-page book (the book's
   _config.yml and vendored JavaScript), opened from file:// with no kernel; the
   presentation-only controls work there, and so do chapter 2's query, chapter 3's scores and
-  chapter 5's d_model, which widgets.js computes in the page (issue 35; COMPUTED_ON_SITE).
+  chapter 5's d_model, which widgets.js computes in the page, and the head viewer's sentence and
+  the decoding stepper's source, which run the widget's model (saved as ONNX) with onnxruntime-web
+  (issue 35; COMPUTED_ON_SITE). The first typed input of each of those two also loads
+  onnxruntime-web (its WebAssembly) and the model: that first use is timed on its own, over fresh
+  page loads (FIRST_USE).
 
 Latency = from dispatching the input event to the first animation frame after the widget has
 drawn the new picture (requestAnimationFrame, then a task: the frame has been painted). For
@@ -50,8 +54,9 @@ PRESENTATION = {
 COMPUTED_ON_SITE = {
     kind: [name, values]
     for kind, (name, values) in MODEL_INPUTS.items()
-    if kind in ("attention", "key_value", "soft_hard", "positional")
+    if kind in ("attention", "key_value", "soft_hard", "positional", "heads", "decoding")
 }
+FIRST_USE_LOADS = 10  # page loads, each timing the first typed input of a widget that runs a model
 
 # A laptop's browser window; each widget is scrolled into view before its controls are moved.
 # Headless Chromium paints in software, on the two cores the kernel uses too: with a 4000 px tall
@@ -155,6 +160,30 @@ async function typeInto(widget, name, value) {
 """
 
 
+# Runs in the page: a widget's first typed input after the page loaded, input to painted picture
+# (onnxruntime-web's script, WebAssembly compilation, the model's session and the run).
+FIRST_USE = r"""
+const done = arguments[arguments.length - 1];
+const [kind, name, value] = arguments;
+const widget = document.querySelector(`.ab-widget[data-kind="${kind}"]`);
+widget.scrollIntoView({ block: "center" });
+setTimeout(() => {
+  const frames = widget.dataset.frames;
+  const element = widget.querySelector(`[name="${name}"]`);
+  const observer = new MutationObserver(() => {
+    if (widget.dataset.frames === frames) return;
+    observer.disconnect();
+    requestAnimationFrame(() => setTimeout(() => done(performance.now() - start), 0));
+  });
+  observer.observe(widget, { attributes: true, attributeFilter: ["data-frames"] });
+  setTimeout(() => { observer.disconnect(); done(null); }, 20000);
+  const start = performance.now();
+  element.value = value;
+  element.dispatchEvent(new Event("change", { bubbles: true }));
+}, 300);
+"""
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     position = (len(ordered) - 1) * q / 100
@@ -253,6 +282,22 @@ def bench_site(repeats: int, scratch: Path) -> list[dict]:
         driver.execute_async_script(POKE_SCRIPT, {"presentation": {}, "bound": {}})
         driver.set_script_timeout(600)
         rows = driver.execute_async_script(MEASURE, PRESENTATION, COMPUTED_ON_SITE, repeats, True)
+        for kind in ("heads", "decoding"):
+            name, values = COMPUTED_ON_SITE[kind]
+            first = []
+            for _ in range(FIRST_USE_LOADS):  # a fresh page each time: nothing loaded yet
+                driver.get(page.as_uri())
+                driver.execute_async_script(POKE_SCRIPT, {"presentation": {}, "bound": {}})
+                first.append(driver.execute_async_script(FIRST_USE, kind, name, values[1]))
+            rows.append(
+                {
+                    "kind": kind,
+                    "control": f"{name} (first use: WebAssembly and model loaded)",
+                    "bound": True,
+                    "times": first,
+                    "handled": [],
+                }
+            )
     return _summarise(rows, "site (file://, no kernel)", bound_kind="computed in the page (no kernel)")
 
 

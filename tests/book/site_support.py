@@ -117,6 +117,7 @@ def headless_chromium(
     console_log: bool = False,
     timeout_s: float = 60,
     profile_prefix: str = "chromium-profile-",
+    extra_arguments: tuple[str, ...] = (),
 ):
     """Headless Chromium driven by selenium, with no network: the one builder of the tests' browsers.
 
@@ -129,7 +130,9 @@ def headless_chromium(
       read from ``file://`` and must not even look a name up);
     * ``console_log=True`` keeps the page's console messages for ``driver.get_log("browser")``;
     * ``timeout_s`` bounds a page load and an asynchronous script (a JupyterLab page takes longer);
-    * ``profile_prefix`` names the throw-away profile folder (removed on exit).
+    * ``profile_prefix`` names the throw-away profile folder (removed on exit);
+    * ``extra_arguments``: more command-line switches (e.g. ``--js-flags=--jitless``, a
+      browser without WebAssembly).
 
     Raises RuntimeError when Chromium or chromedriver is not installed (see ``_browser_paths``).
     """
@@ -161,6 +164,7 @@ def headless_chromium(
     ]
     if not names_resolve:
         arguments.append("--host-resolver-rules=MAP * ~NOTFOUND")  # and every name fails
+    arguments += list(extra_arguments)
     for argument in arguments:
         options.add_argument(argument)
     if console_log:

@@ -123,7 +123,7 @@ def test_vendored_javascript_is_not_under_a_static_folder():
 def test_npm_assets_are_pinned_in_package_json_and_the_lock_file():
     package = json.loads((ROOT / "package.json").read_text())
     lock = json.loads((ROOT / "package-lock.json").read_text())
-    for name in ("mathjax", "requirejs", "@jupyter-widgets/html-manager"):
+    for name in ("mathjax", "requirejs", "@jupyter-widgets/html-manager", "onnxruntime-web"):
         version = package["dependencies"][name]
         assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"{name} must be pinned exactly, got {version!r}"
         assert lock["packages"][f"node_modules/{name}"]["version"] == version

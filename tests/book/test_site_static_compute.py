@@ -252,3 +252,329 @@ def test_a_typed_sentence_redraws_chapter_1_with_the_python_attention(site, brow
         ):
             problems.append(f"{label}: {drawn['output']!r}; Python's output is {expected['output']}")
     assert not problems, "\n".join(problems)
+
+
+# -- chapter 4: the head viewer's sentence runs the chapter's model (ONNX) in the page ----------
+# Types `value` into the head viewer's sentence box and waits for the answer (the first one
+# loads onnxruntime-web and the model); reads back every head's matrix of the grid as drawn.
+TYPE_AND_WAIT = r"""
+const done = arguments[arguments.length - 1];
+const [value] = arguments;
+const widget = document.querySelector('.ab-widget[data-kind="heads"]');
+const input = widget.querySelector('[name="sentence"]');
+const frames = Number(widget.dataset.frames);
+delete widget.dataset.roundTripMs;  // set again by the answer (at once for bad input, later for the model's)
+const start = performance.now();
+if (input.disabled) {
+  done({ enabled: false, note: widget.querySelector(".ab-note").textContent });
+  return;
+}
+input.value = value;
+input.dispatchEvent(new Event("input", { bubbles: true }));
+input.dispatchEvent(new Event("change", { bubbles: true }));
+function read() {
+  const grid = widget.querySelector(".ab-picture svg > g");  // the grid of all heads
+  const heads = Array.from(grid.querySelectorAll(":scope > g")).map((g) => {
+    const matrix = [];
+    for (const r of g.querySelectorAll("rect[data-row][data-col][data-value]")) {
+      const i = Number(r.dataset.row), j = Number(r.dataset.col);
+      (matrix[i] = matrix[i] || [])[j] = r.dataset.value === "" ? null : Number(r.dataset.value);
+    }
+    return matrix;
+  }).filter((m) => m.length);
+  done({
+    enabled: true, ms: performance.now() - start, frames: Number(widget.dataset.frames) - frames, heads,
+    error: widget.querySelector('[data-error-for="sentence"]').textContent,
+    stale: widget.querySelector(".ab-picture").classList.contains("ab-stale"),
+    note: widget.querySelector(".ab-note").textContent,
+    heading: widget.querySelector(".ab-picture svg > text").textContent,
+  });
+}
+(function wait() {
+  if (widget.dataset.roundTripMs !== undefined) read();
+  else setTimeout(wait, 2);
+})();
+"""
+SHOW_ALL_HEADS = r"""
+const menu = document.querySelector('.ab-widget[data-kind="heads"] select[name="head"]');
+menu.value = JSON.stringify("all");
+menu.dispatchEvent(new Event("change", { bubbles: true }));
+"""
+HEAD_SENTENCES = [
+    "a1 c3 b0 a2 d1 c0 b3 d2",
+    "a1",
+    "a1 a1",
+    "b2 a1 b0 a3",
+    "h3 h3 h3",
+    "  c1   c2\tc3\n",
+    "d0 d1 d2 d3 e0 e1 e2 e3",
+    "g1 f2 e3 d0 c1 b2 a3 h0",
+    "e2 e2 f1",
+    "a0 b0 c0 d0 e0",
+    "h0 g1 f2 e3",
+    "c2\u3000d3",
+    "b1 b1 b1 b1 b1 b1 b1",
+    "f3 a2",
+    "g0 g0 h1 h1 a2 a2",
+    "d2 c1 b0",
+    # bad: empty, unknown words, upper case (not lowered), too long, far too long
+    "",
+    "   ",
+    "zz",
+    "a1 zz yy a1",
+    "A1 b2",
+    "a1 é",
+    "a1 b1 c1 d1 e1 f1 g1 h1 a2",
+    " ".join(["a1"] * 45),
+    "a1 a4",
+]
+
+
+def saved_state(page, kind: str) -> dict:
+    """The widget state the chapter saved for its widget of ``kind``."""
+    text = page.read_text(encoding="utf-8")
+    for block in re.findall(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>', text, re.S):
+        for model in json.loads(block)["state"].values():
+            if model.get("state", {}).get("kind") == kind:
+                return model["state"]
+    raise AssertionError(f"{page.name} saves no {kind} widget")
+
+
+def chapter4_reference(page_model: dict):
+    """Chapter 4's model (two_relation_model(2) in the chapter) with the weights saved in the page's
+    ONNX model (named as in the state dict), in the Python HeadViewer with the task's encoder."""
+    import base64
+
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    import attention_book as ab
+    from attention_book.widgets.head_viewer import HeadViewer
+
+    task = ab.TwoRelationTask(10, seed=1)
+    assert page_model["rules"] == task.encode.word_rules, "the page's word rules are not chapter 4's encoder's"
+    model = ab.TokenClassifier(
+        len(task.vocabulary), task.num_classes, d_model=32, num_heads=2, d_ff=64, num_layers=1, max_len=task.length
+    )
+    graph = onnx.load_from_string(base64.b64decode(page_model["onnx"])).graph
+    saved = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()) for i in graph.initializer}
+    own = model.state_dict()
+    assert saved and all(name in own and own[name].shape == value.shape for name, value in saved.items()), sorted(saved)
+    with torch.no_grad():
+        for name, value in saved.items():  # the rest does not reach the weights (the exporter left it out)
+            own[name].copy_(value)
+    return HeadViewer(model, task.encode, "a1", device="cpu"), model, task.encode
+
+
+def test_a_typed_sentence_redraws_chapter_4_with_the_python_models_weights(site, browser):
+    import torch
+
+    page = site / "notebooks" / "04_multi_head.html"
+    state = saved_state(page, "heads")
+    assert state.get("page_model"), "chapter 4 was saved before its head viewer saved its model: re-execute it"
+    reference, model, encode = chapter4_reference(json.loads(state["page_model"]))
+    open_page(browser, page)
+    browser.execute_script(SHOW_ALL_HEADS)
+    problems, good, bad = [], 0, 0
+    for text in HEAD_SENTENCES:
+        read = browser.execute_async_script(TYPE_AND_WAIT, text)
+        assert read["enabled"] and "open the chapter" not in read["note"], read
+        reference.set_input("sentence", text)
+        label = f"sentence {text!r}"
+        if reference.error:
+            bad += 1
+            problems += check_error(read, reference, label)
+            continue
+        good += 1
+        if read["error"] or read["stale"] or read["frames"] != 1:
+            problems.append(f"{label}: {read['error']!r}, stale {read['stale']}, {read['frames']} redraws")
+        tokens, _ = encode(text)
+        with torch.no_grad():
+            model(tokens)
+        exact = model.attention_weights()[0][0].double()  # layer 0: (heads, T, T), unrounded
+        drawn = torch.tensor(read["heads"], dtype=torch.float64)
+        sent = torch.tensor(reference.data["weights"][0], dtype=torch.float64)  # as Python rounds for the page
+        if drawn.shape != sent.shape:
+            problems.append(f"{label}: {tuple(drawn.shape)} drawn, Python sends {tuple(sent.shape)}")
+            continue
+        # Equal within 1e-4, except one step of the last decimal (1e-3) where the exact weight lies
+        # within 1e-5 of a rounding boundary (float32 in torch and in WebAssembly may fall either side).
+        on_edge = ((exact * 1000 - 0.5) - torch.round(exact * 1000 - 0.5)).abs() < 0.01
+        allowed = torch.where(on_edge, torch.full_like(exact, 1.0001e-3), torch.full_like(exact, 1e-4))
+        if ((drawn - sent).abs() > allowed).any() or (drawn - exact).abs().max() > 5.01e-4:
+            problems.append(f"{label}: drawn {drawn.tolist()} != Python's {sent.tolist()}")
+        if read["heading"] != f"layer 0, all {reference.num_heads} heads":
+            problems.append(f"{label}: the heading says {read['heading']!r}")
+    assert not problems, "\n".join(problems)
+    assert good >= 15 and bad >= 8
+
+
+def test_without_webassembly_chapters_4_and_6_say_why_typing_is_off_and_the_rest_works(site):
+    from tests.book.site_support import headless_chromium
+
+    # V8 without its compilers (as in a browser's locked-down mode) has no WebAssembly; Chromium 156
+    # ignores --js-flags=--noexpose_wasm, the older way to hide it.
+    with headless_chromium(
+        names_resolve=False, console_log=True, timeout_s=60, extra_arguments=("--js-flags=--jitless",)
+    ) as driver:
+        for chapter, kind, box, control in (
+            ("04_multi_head", "heads", "sentence", "head"),
+            ("06_encoder_decoder", "decoding", "source", "step"),
+        ):
+            open_page(driver, site / "notebooks" / f"{chapter}.html")
+            assert driver.execute_script("return typeof WebAssembly") == "undefined"
+            report = driver.execute_async_script(
+                POKE_SCRIPT, {"presentation": {kind: [control]}, "bound": {kind: [box]}}
+            )
+            found = [entry for entry in report if entry["kind"] == kind]
+            assert found, report
+            for entry in found:
+                assert entry["disabled"] == {box: True}, entry
+                assert "needs WebAssembly" in entry["note"] and "open the chapter in Colab or Jupyter" in entry["note"]
+                assert entry["controls"][control]["changed"], entry  # the presentation controls still redraw
+        severe = [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        assert not severe, severe
+
+
+# -- chapter 6: the decoding stepper's source runs the chapter's model (ONNX) in the page --------
+# Types `value` into the `index`-th decoding stepper's source box, waits for the answer and reads
+# back the heading, the rows' labels ("fed → written") and the two maps as drawn.
+TYPE_SOURCE_AND_WAIT = r"""
+const done = arguments[arguments.length - 1];
+const [index, value] = arguments;
+const widget = document.querySelectorAll('.ab-widget[data-kind="decoding"]')[index];
+const input = widget.querySelector('[name="source"]');
+const frames = Number(widget.dataset.frames);
+delete widget.dataset.roundTripMs;
+if (input.disabled) {
+  done({ enabled: false, note: widget.querySelector(".ab-note").textContent });
+  return;
+}
+input.value = value;
+input.dispatchEvent(new Event("input", { bubbles: true }));
+input.dispatchEvent(new Event("change", { bubbles: true }));
+function matrix(g) {
+  const rows = [];
+  for (const r of g.querySelectorAll("rect[data-row][data-col][data-value]")) {
+    const i = Number(r.dataset.row), j = Number(r.dataset.col);
+    (rows[i] = rows[i] || [])[j] = r.dataset.value === "" ? null : Number(r.dataset.value);
+  }
+  return rows;
+}
+function read() {
+  const svg = widget.querySelector(".ab-picture svg");
+  const maps = Array.from(svg.querySelectorAll("g")).filter((g) => g.querySelector(":scope > rect[data-value]"));
+  const menus = Object.fromEntries(Array.from(widget.querySelectorAll("select")).map((m) => [m.name, JSON.parse(m.value)]));
+  done({
+    enabled: true, frames: Number(widget.dataset.frames) - frames,
+    error: widget.querySelector('[data-error-for="source"]').textContent,
+    stale: widget.querySelector(".ab-picture").classList.contains("ab-stale"),
+    note: widget.querySelector(".ab-note").textContent,
+    heading: svg.querySelector("text").textContent,
+    rows: Array.from(maps[0].querySelectorAll("text")).map((t) => t.textContent).filter((t) => t.includes("→")),
+    cross: matrix(maps[0]), self: matrix(maps[1]), layer: menus.layer, head: menus.head,
+  });
+}
+(function wait() {
+  if (widget.dataset.roundTripMs !== undefined) read();
+  else setTimeout(wait, 2);
+})();
+"""
+SORT_TEXTS = [
+    "C A F B", "CAFB", "a b c", "J I H G F E D C", "B B B", "E", "c, a, f", "JJ", "D C B A", "A J",
+    "F F E E D", "H", "I G", "B D F H J", "C C", "J A",
+    # bad: empty, unknown, a special token, too long
+    "", "   ", "K", "C A Z", "<bos> A", "A B C D E F G H I J K", "12",
+]  # fmt: skip
+DATE_TEXTS = [
+    "11. März 1997", "tuesday 3rd of march 1998", "1/2/2003", "12 december 1999", "3 / 3", "march 3, 1998",
+    "2000-01-01", "sunday 31st of december 2000", "x", "1 1", "31.12.1999", "july 4 1976", "5th may 2010",
+    "99", "monday", "2 2 2 2 2 2 2 2 2 2 2 2 2 2 2 2",
+    # bad: empty, unknown characters, too long
+    "", "  ", "11. März 1997 ✓", "ÿ", "tuesday the third of march in the year 1998",
+]  # fmt: skip
+
+
+def chapter6_reference(state: dict, which: str):
+    """Chapter 6's model for ``which`` (sorting_model / date_model in the chapter) with the weights
+    saved in the page's ONNX model, in the Python DecodingStepper, showing what the page saved."""
+    import base64
+
+    import onnx
+    import torch
+    from onnx import numpy_helper
+
+    import attention_book as ab
+    from attention_book.data.dates import DateTask
+    from attention_book.widgets.decoding_stepper import DecodingStepper, parse_source
+
+    page_model = json.loads(state["page_model"])
+    if which == "sorting":
+        vocab, max_len = ab.SequenceTask("sort", 4, min_len=3, max_len=8, num_symbols=10, seed=1).vocab, 10
+    else:
+        vocab, max_len = DateTask(4, split="test", seed=3).vocab, 32
+    assert page_model["symbols"] == list(vocab.symbols), f"the page's {which} stepper has another vocabulary"
+    model = ab.EncoderDecoder(len(vocab), len(vocab), d_model=32, num_heads=2, d_ff=64, num_layers=2, max_len=max_len)
+    graph = onnx.load_from_string(base64.b64decode(page_model["onnx"])).graph
+    saved = {i.name: torch.from_numpy(numpy_helper.to_array(i).copy()) for i in graph.initializer}
+    own = {f"model.{key}": value for key, value in model.state_dict().items()}
+    assert saved and all(n in own and own[n].shape == v.shape for n, v in saved.items()), sorted(saved)
+    with torch.no_grad():
+        for name, value in saved.items():
+            own[name].copy_(value)
+    source = vocab.encode(parse_source(state["inputs"]["source"], vocab, page_model["max_source"]))
+    return DecodingStepper(model.eval(), source, vocab, device="cpu", step=state["view"]["step"])
+
+
+def test_a_typed_source_redraws_chapter_6_with_the_python_steppers_decoding(site, browser):
+    page = site / "notebooks" / "06_encoder_decoder.html"
+    text = page.read_text(encoding="utf-8")
+    states = [
+        model["state"]
+        for block in re.findall(r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>', text, re.S)
+        for model in json.loads(block)["state"].values()
+        if model.get("state", {}).get("kind") == "decoding"
+    ]
+    assert len(states) == 2 and all(s.get("page_model") for s in states), "re-execute chapter 6: no saved models"
+    open_page(browser, page)
+    problems, good, bad = [], 0, 0
+    for index, (which, texts) in enumerate((("sorting", SORT_TEXTS), ("dates", DATE_TEXTS))):
+        # the sorting stepper comes first in the chapter; the dates' vocabulary has the space
+        state = next(s for s in states if (" " in json.loads(s["page_model"])["symbols"]) == (which == "dates"))
+        reference = chapter6_reference(state, which)
+        for typed in texts:
+            read = browser.execute_async_script(TYPE_SOURCE_AND_WAIT, index, typed)
+            assert read["enabled"] and "open the chapter" not in read["note"], read
+            reference.set_input("source", typed)
+            label = f"{which} {typed!r}"
+            if reference.error:
+                bad += 1
+                problems += check_error(read, reference, label)
+                continue
+            good += 1
+            data = reference.data
+            if read["error"] or read["stale"] or read["frames"] != 1:
+                problems.append(f"{label}: {read['error']!r}, stale {read['stale']}, {read['frames']} redraws")
+            rows = [f"{fed} → {out}" for fed, out in zip(data["fed"], data["output"])][: reference.view["step"]]
+            if read["rows"] != rows:
+                problems.append(f"{label}: the rows say {read['rows']}; Python wrote {rows}")
+                continue
+            key = "average" if read["head"] == -1 else str(read["head"])
+            for name in ("cross", "self"):
+                sent = data[name][read["layer"]][key]
+                drawn = read[name]
+                shown = reference.view["step"]  # rows of later steps are drawn empty
+                expected = [
+                    [x if i < shown and (name == "cross" or j <= i) else None for j, x in enumerate(row)]
+                    for i, row in enumerate(sent)
+                ]
+                flat = [(a, b) for r1, r2 in zip(drawn, expected) for a, b in zip(r1, r2)]
+                if len(drawn) != len(expected) or any((a is None) != (b is None) for a, b in flat):
+                    problems.append(f"{label}: the {name} map has another shape or other empty cells")
+                elif max((abs(a - b) for a, b in flat if a is not None), default=0) > 1.0001e-3:
+                    problems.append(f"{label}: {name} drawn {drawn} != Python's {expected}")
+                elif sum(abs(a - b) > 1e-4 for a, b in flat if a is not None) > 0.02 * len(flat) + 1:
+                    problems.append(f"{label}: {name}: more than 2 % of the cells differ by one rounding step")
+    assert not problems, "\n".join(problems)
+    assert good >= 25 and bad >= 9, (good, bad)

@@ -28,6 +28,9 @@ reader on another machine who trains every seed is held to every statement too.
 from __future__ import annotations
 
 import argparse
+import base64
+import gzip
+import json
 import os
 import re
 import shutil
@@ -116,12 +119,45 @@ def _copy_anywidget(destination: Path) -> None:
     shutil.copy2(source, destination / "index.js")
 
 
+# onnxruntime-web (MIT licence): chapter 4's head viewer and chapter 6's decoding steppers run
+# their exported model in the page (export_page_model in attention_book.widgets.head_viewer and
+# decoding_stepper; widgets.js, loadOnnxRuntime). Pages
+# opened from file:// may neither import an ES module file nor fetch one (Chromium refuses
+# both), but they may run a classic <script>: so the runtime's ES module (the build with the
+# WebAssembly loader bundled in) and its WebAssembly binary (gzip-compressed, base64) travel
+# as two strings in one classic script, which widgets.js loads on first use, imports from a
+# blob: URL and hands the binary to directly. One path for file:// and http(s) alike.
+ONNXRUNTIME_MODULE = "ort.wasm.bundle.min.mjs"
+ONNXRUNTIME_WASM = "ort-wasm-simd-threaded.wasm"  # run with one thread: pages are not cross-origin isolated
+ONNXRUNTIME_SCRIPT = "ort-wasm-inline.js"
+
+
+def _copy_onnxruntime(destination: Path) -> None:
+    """onnxruntime-web's WebAssembly runtime as one classic script (see ONNXRUNTIME_SCRIPT above)."""
+    package = NODE_MODULES / "onnxruntime-web"
+    version = json.loads((package / "package.json").read_text(encoding="utf-8"))["version"]
+    module = (package / "dist" / ONNXRUNTIME_MODULE).read_text(encoding="utf-8")
+    wasm = gzip.compress((package / "dist" / ONNXRUNTIME_WASM).read_bytes(), compresslevel=9, mtime=0)
+    destination.mkdir(parents=True, exist_ok=True)
+    (destination / ONNXRUNTIME_SCRIPT).write_text(
+        f"/* ONNX Runtime Web {version} (Copyright (c) Microsoft Corporation, MIT licence): {ONNXRUNTIME_MODULE} and\n"
+        f"   {ONNXRUNTIME_WASM} (gzip, base64), written by tools/site/build_book.py for widgets.js. */\n"
+        "window.__attentionBookOnnxRuntime = {\n"
+        f"  version: {json.dumps(version)},\n"
+        f"  module: {json.dumps(module)},\n"
+        f"  wasmGzipBase64: {json.dumps(base64.b64encode(wasm).decode('ascii'))},\n"
+        "};\n",
+        encoding="utf-8",
+    )
+
+
 def vendor_assets() -> None:
     """(Re)create vendor/ from node_modules; fails with a hint when npm ci has not run."""
     needed = [
         NODE_MODULES / "mathjax" / "es5" / MATHJAX_ENTRY,
         NODE_MODULES / "requirejs" / "require.js",
         NODE_MODULES / "@jupyter-widgets" / "html-manager" / "dist" / "embed-amd.js",
+        NODE_MODULES / "onnxruntime-web" / "dist" / ONNXRUNTIME_MODULE,
     ]
     missing = [str(path.relative_to(ROOT)) for path in needed if not path.is_file()]
     if missing:
@@ -143,6 +179,7 @@ def vendor_assets() -> None:
         shutil.copy2(HERE / own, VENDOR / own)
     _copy_html_manager(VENDOR / "html-manager")
     _copy_anywidget(VENDOR / "anywidget")
+    _copy_onnxruntime(VENDOR / "onnxruntime-web")
 
 
 def source_exists(entry: str) -> bool:

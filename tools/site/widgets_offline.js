@@ -15,7 +15,9 @@
  *    tools/site/build_book.py), never on a CDN. The page has no kernel, which the widgets
  *    read from window.__attentionBookStaticPage: controls that would need the model are
  *    shown disabled, with a note (those whose numbers are plain arithmetic, such as chapter
- *    3's typed scores, widgets.js computes in the page instead).
+ *    3's typed scores, widgets.js computes in the page instead; chapter 4's sentence and
+ *    chapter 6's source run the chapter's model, saved as ONNX, with onnxruntime-web's
+ *    WebAssembly build from onnxruntime-web/ next to this file).
  *
  * 3. MathJax. ipywidgets 8's manager typesets widget labels with MathJax 2's API,
  *    MathJax.Hub.Queue(["Typeset", MathJax.Hub, element]); the site serves MathJax 3,
@@ -39,6 +41,11 @@
     window.require = { paths: paths };
   }
   window.__attentionBookStaticPage = true;
+  // Where widgets.js finds onnxruntime-web (chapters 4 and 6 run their models in the page):
+  // one classic script that tools/site/build_book.py writes next to this file.
+  if (here) {
+    window.__attentionBookOnnxRuntimeScript = new URL("onnxruntime-web/ort-wasm-inline.js", here).href;
+  }
 
   function typeset(element) {
     var mathjax = window.MathJax;
