@@ -6,6 +6,12 @@ input shows the Python widget's message next to the control, the picture marked 
 The picture is read back as drawn: bar heights (weights, to 1e-4), and the numbers written
 in it with two decimals (to 0.005). tests/widgets/test_static_math.py compares the same
 JavaScript with Python at 1e-4 over 20 or more inputs per control.
+
+Chapter 4's sentence and chapter 6's source run the chapter's trained model in the page (saved
+by the widget as ONNX, run by onnxruntime-web's WebAssembly build): their tests read every cell
+of the drawn maps (data-value) and compare them with the Python widget around a torch model that
+holds the weights read back from the page's ONNX model, and a browser without WebAssembly must
+find those two boxes disabled with a note saying why, the rest of the page working.
 """
 
 from __future__ import annotations
