@@ -467,3 +467,46 @@ def test_the_written_out_logarithm_is_the_same_in_both_languages(run_js):
     for x, answer in zip(values, answers):
         assert answer["data"] == ae_module._natural_log(x), x
         assert math.isclose(answer["data"], math.log(x), rel_tol=4e-15, abs_tol=1e-16), x
+
+
+SOURCES = {
+    "sorting": [
+        "C A F B", "CAFB", "cafb", "a b c", "C,A,F", " C , A ", "J I H G F E D C B A", "A", "AA", "aA",
+        "", "   ", ",", "K", "C A Z", "<bos> A", "<eos>", "A B C D E F G H I J K", "12", "É", "c a ß", "C\u3000A",
+    ],
+    "dates": [
+        "11. März 1997", "tuesday 3rd of march 1998", "1/2/2003", "3 /   3", "1 1", "  x  ", "a b c d",
+        "", "   ", "✓", "11. März 1997 ✓", "ÿ", "tuesday the third of march in the year 1998", "MARCH", "\t1\t",
+        "1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3",
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("which", ["sorting", "dates"])
+def test_a_typed_source_is_parsed_as_parse_source_parses_it(run_js, which):
+    """widgets.js's parseSource (chapter 6's stepper on the website) against parse_source: the same
+    tokens, or the same message, for every text."""
+    import attention_book as ab
+    from attention_book.data.dates import DateTask
+    from attention_book.widgets._base import WidgetInputError
+    from attention_book.widgets.decoding_stepper import parse_source
+
+    if which == "sorting":
+        vocab, max_source = ab.SequenceTask("sort", 4, min_len=3, max_len=8, num_symbols=10, seed=1).vocab, 10
+    else:
+        vocab, max_source = DateTask(4, split="test", seed=3).vocab, 32
+    names = list(vocab.tokens[: len(vocab.tokens) - len(vocab.symbols)])
+    page = {"symbols": list(vocab.symbols), "max_source": max_source, "specials": {"names": names}}
+    texts = SOURCES[which]
+    answers = run_js([{"fn": "parseSource", "args": [text, page], "changed": "source"} for text in texts])
+    problems, bad = [], 0
+    for text, js in zip(texts, answers):
+        try:
+            expected = {"data": parse_source(text, vocab, max_source)}
+        except WidgetInputError as error:
+            expected = {"error": {"control": "source", "message": str(error)}}
+            bad += 1
+        if js != expected:
+            problems.append(f"{text!r}: JavaScript {js}, Python {expected}")
+    assert not problems, "\n".join(problems)
+    assert len(texts) >= 16 and bad >= 6
