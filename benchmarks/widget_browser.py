@@ -26,6 +26,7 @@ time to the painted frame is mostly the wait for that frame (up to one refresh i
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -38,6 +39,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from widget_cases import MODEL_INPUTS  # noqa: E402
+
+from attention_book.widgets._base import PAGE_MODELS_VARIABLE  # noqa: E402
 
 # Presentation-only controls of each widget kind, by name (see widgets.js).
 PRESENTATION = {
@@ -270,7 +273,10 @@ def bench_site(repeats: int, scratch: Path) -> list[dict]:
     (book / "_config.yml").write_text(config)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     completed = subprocess.run(
-        [str(jupyter_book), "build", str(book), "--path-output", str(book)], capture_output=True, text=True
+        [str(jupyter_book), "build", str(book), "--path-output", str(book)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, PAGE_MODELS_VARIABLE: "1"},  # as the site build: the widgets save their models
     )
     if completed.returncode != 0:
         raise RuntimeError("the one-page book did not build:\n" + completed.stdout[-2000:] + completed.stderr[-2000:])

@@ -33,6 +33,21 @@ def one_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture
+def page_models():
+    """Widgets save a copy of their model for the website, as they do in the site build
+    (``ATTENTION_BOOK_PAGE_MODELS=1``, set by tools/site/build_book.py)."""
+    from attention_book.widgets._base import PAGE_MODELS_VARIABLE
+
+    before = os.environ.get(PAGE_MODELS_VARIABLE)
+    os.environ[PAGE_MODELS_VARIABLE] = "1"
+    yield
+    if before is None:
+        os.environ.pop(PAGE_MODELS_VARIABLE, None)
+    else:
+        os.environ[PAGE_MODELS_VARIABLE] = before
+
+
 @pytest.fixture(scope="session")
 def minilm():
     """all-MiniLM-L6-v2 in the book's Encoder (loaded once per worker; ``load_minilm`` caches it)."""

@@ -225,7 +225,7 @@ def page_decode(page: dict, labels: list[str]) -> dict:
 
 
 @pytest.mark.parametrize("which", ["sorting", "dates"])
-def test_the_page_model_with_the_greedy_loop_around_it_gives_the_steppers_decoding(which):
+def test_the_page_model_with_the_greedy_loop_around_it_gives_the_steppers_decoding(page_models, which):
     pytest.importorskip("onnxruntime")
     import json
 
@@ -253,7 +253,7 @@ def test_the_page_model_with_the_greedy_loop_around_it_gives_the_steppers_decodi
 
 
 @pytest.mark.parametrize("which", ["sorting", "dates"])
-def test_the_page_model_gives_the_torch_models_logits_and_weights_within_1e_5(which):
+def test_the_page_model_gives_the_torch_models_logits_and_weights_within_1e_5(page_models, which):
     pytest.importorskip("onnxruntime")
     import base64
     import json

@@ -170,7 +170,7 @@ def onnx_weights(page: dict, text: str, encode):
 
 
 @pytest.mark.parametrize("which", ["chapter 4", "two layers, four heads"])
-def test_the_page_model_gives_the_torch_models_weights_within_1e_5(which, model, encode):
+def test_the_page_model_gives_the_torch_models_weights_within_1e_5(page_models, which, model, encode):
     pytest.importorskip("onnxruntime")
     import json
 
@@ -192,7 +192,7 @@ def test_the_page_model_gives_the_torch_models_weights_within_1e_5(which, model,
     assert len(sentences) >= 20 and len(lengths) >= 6  # T is free in the exported graph
 
 
-def test_the_page_model_carries_what_the_website_needs_to_encode_and_round():
+def test_the_page_model_carries_what_the_website_needs_to_encode_and_round(page_models):
     import base64
     import json
 
@@ -219,7 +219,7 @@ def test_the_unknown_word_message_names_the_vocabulary_the_rules_describe():
     }
 
 
-def test_no_page_model_for_other_models_other_encoders_or_a_failed_export(model, encode, monkeypatch):
+def test_no_page_model_for_other_models_other_encoders_or_a_failed_export(page_models, model, encode, monkeypatch):
     class Wrapped(torch.nn.Module):  # not one of the book's encoders: its forward may do anything
         def __init__(self):
             super().__init__()
@@ -243,7 +243,15 @@ def test_no_page_model_for_other_models_other_encoders_or_a_failed_export(model,
     assert viewer.page_model == "" and viewer.data["labels"] == SENTENCE.split()
 
 
-def test_refresh_exports_the_model_again(viewer, model):
+def test_no_page_model_outside_the_site_build(model, encode, monkeypatch):
+    """In Jupyter and Colab a kernel runs the model: nothing is exported there."""
+    from attention_book.widgets._base import PAGE_MODELS_VARIABLE
+
+    monkeypatch.delenv(PAGE_MODELS_VARIABLE, raising=False)
+    assert HeadViewer(model, encode, SENTENCE, device="cpu").page_model == ""
+
+
+def test_refresh_exports_the_model_again(page_models, viewer, model):
     before = viewer.page_model
     with torch.no_grad():
         model.layers[0].self_attn.q_proj.weight.mul_(2.0)

@@ -57,7 +57,13 @@ OTHER_MACHINE = {
 }
 """The environment of the second numerical configuration (``--other-machine``)."""
 
-NUMERICS_VARIABLES = (*OTHER_MACHINE, "MKL_NUM_THREADS", "ATTENTION_BOOK_SEEDS", "ATTENTION_BOOK_DEVICE")
+NUMERICS_VARIABLES = (
+    *OTHER_MACHINE,
+    "MKL_NUM_THREADS",
+    "ATTENTION_BOOK_SEEDS",
+    "ATTENTION_BOOK_DEVICE",
+    "ATTENTION_BOOK_PAGE_MODELS",
+)
 """Environment variables that change what a chapter computes: part of the execution cache's key."""
 
 # What the site needs from each npm package, as (source in node_modules, destination in
@@ -275,6 +281,9 @@ def build(build_dir: Path, *, builder: str = "html", other_machine: bool = False
     environment = {**os.environ, **(OTHER_MACHINE if other_machine else {})}
     if train_seeds:
         environment["ATTENTION_BOOK_SEEDS"] = "train"  # the chapters' StoredRuns train every seed
+    # The head viewer and the decoding stepper save their model (ONNX) for the website's pages (issue
+    # 35; attention_book.widgets._base.PAGE_MODELS_VARIABLE); in Jupyter and Colab they do not.
+    environment["ATTENTION_BOOK_PAGE_MODELS"] = "1"
     _drop_outputs_of_another_package(build_dir, environment)
     toc_path = build_dir / "_toc.effective.yml"
     toc_path.write_text(

@@ -22,6 +22,7 @@ a reopened notebook and the book's website draw the last picture without a kerne
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from contextlib import contextmanager
@@ -41,7 +42,15 @@ from ..device import available_devices, default_device
 
 IPYWIDGETS_7 = ipywidgets.__version__.startswith("7.")
 
-__all__ = ["AttentionWidget", "WidgetInputError", "widget_module_source", "rounded", "one_cpu_thread"]
+__all__ = [
+    "AttentionWidget",
+    "WidgetInputError",
+    "widget_module_source",
+    "rounded",
+    "one_cpu_thread",
+    "PAGE_MODELS_VARIABLE",
+    "page_models_wanted",
+]
 
 
 class WidgetInputError(ValueError):
@@ -50,6 +59,18 @@ class WidgetInputError(ValueError):
     def __init__(self, message: str, control: str | None = None):
         super().__init__(message)
         self.control = control
+
+
+# Set to "1" by the site build (tools/site/build_book.py): the head viewer and the decoding stepper
+# then save their model as ONNX with the widget, so that the website runs it without a kernel
+# (issue 35). In Jupyter and Colab a kernel runs the model, so nothing is exported there: no
+# export time, no onnx package, no larger notebook.
+PAGE_MODELS_VARIABLE = "ATTENTION_BOOK_PAGE_MODELS"
+
+
+def page_models_wanted() -> bool:
+    """Whether widgets save a copy of their model for the website (:data:`PAGE_MODELS_VARIABLE`)."""
+    return os.environ.get(PAGE_MODELS_VARIABLE, "") == "1"
 
 
 @cache

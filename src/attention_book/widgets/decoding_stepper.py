@@ -42,7 +42,7 @@ from torch import nn
 
 from ..data.tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
 from ..decoding import greedy_decode
-from ._base import AttentionWidget, WidgetInputError, rounded
+from ._base import AttentionWidget, WidgetInputError, page_models_wanted, rounded
 
 __all__ = ["DecodingStepper", "parse_source", "export_page_model"]
 
@@ -252,7 +252,7 @@ class DecodingStepper(AttentionWidget):
         self.view = {"step": 1, "layer": self.num_layers - 1, "head": AVERAGE}
         self.inputs = {"source": ("" if _reads_characters(vocab) else " ").join(labels)}
         self._first_step = step
-        exported = export_page_model(model, vocab, max_len)
+        exported = export_page_model(model, vocab, max_len) if page_models_wanted() else None
         self.page_model = "" if exported is None else json.dumps(exported, separators=(",", ":"))
         self._start()
 

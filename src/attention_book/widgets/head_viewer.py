@@ -46,7 +46,7 @@ from torch import nn
 
 from ..data.tasks import Encode
 from ..modes import evaluating
-from ._base import AttentionWidget, WidgetInputError, rounded
+from ._base import AttentionWidget, WidgetInputError, page_models_wanted, rounded
 
 __all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS", "export_page_model", "PAGE_MODEL_PARAMETERS"]
 
@@ -241,7 +241,7 @@ class HeadViewer(AttentionWidget):
         self._start()
 
     def _export_page_model(self) -> None:
-        exported = export_page_model(self.model, self.encode)
+        exported = export_page_model(self.model, self.encode) if page_models_wanted() else None
         self.page_model = "" if exported is None else json.dumps(exported, separators=(",", ":"))
 
     def set_text(self, text: str) -> None:
