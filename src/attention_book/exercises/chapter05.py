@@ -415,32 +415,17 @@ def _check_order_blind_classifier(answer) -> None:
             "not to the tokens themselves"
         )
     _check_padding_does_not_matter(model, tokens, padding, logits=logits)
-    if not torch.allclose(
-        _logits(
-            model,
-            _shuffled(tokens, lengths, generator, keep_first=True),
-            padding,
-            num_classes=num_classes,
-            what="after shuffling",
-        ),
-        logits,
-        atol=1e-4,
-    ):
+
+    def shuffled_logits(keep_first: bool) -> torch.Tensor:
+        shuffled = _shuffled(tokens, lengths, generator, keep_first=keep_first)
+        return _logits(model, shuffled, padding, num_classes=num_classes, what="after shuffling")
+
+    if not torch.allclose(shuffled_logits(keep_first=True), logits, atol=1e-4):
         raise ExerciseFailure(
             "shuffling the tokens changes the logits, so the model still sees order: leave out the position "
             "signal (ab.Encoder(..., positional=None))"
         )
-    if not torch.allclose(
-        _logits(
-            model,
-            _shuffled(tokens, lengths, generator, keep_first=False),
-            padding,
-            num_classes=num_classes,
-            what="after shuffling",
-        ),
-        logits,
-        atol=1e-4,
-    ):
+    if not torch.allclose(shuffled_logits(keep_first=False), logits, atol=1e-4):
         raise ExerciseFailure(
             "the logits change when another token comes first: reading the first token's output is not symmetric "
             "in the tokens (it gives the model their order through the back door); pool with a mean over all real tokens"

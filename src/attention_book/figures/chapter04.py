@@ -18,6 +18,8 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..analysis.plotting import PAGE_INCHES
+
 __all__ = [
     "parse_example",
     "relations",
@@ -228,6 +230,48 @@ def plot_multi_head_diagram(title: str = "Multi-head attention, with the shape o
 # The two-relation task
 
 
+def _relation_table(results: dict[str, dict[str, float | Sequence[float]]]):
+    """The long-form table seaborn draws from: one row per model, relation and seed."""
+    import pandas as pd
+
+    names = list(results)
+    measures = list(next(iter(results.values())))
+    runs = {
+        (name, measure): np.atleast_1d(np.asarray(results[name][measure], dtype=float))
+        for name in names
+        for measure in measures
+    }
+    labels = {
+        name: name
+        if all(len(runs[name, m]) == 1 for m in measures)
+        else f"{name} (mean of {len(runs[name, measures[0]])} seeds)"
+        for name in names
+    }
+    frame = pd.DataFrame(
+        [
+            {"model": labels[name], "measure": measure, "accuracy": value}
+            for (name, measure), values in runs.items()
+            for value in values
+        ]
+    )
+    return names, measures, runs, [labels[name] for name in names], frame
+
+
+def _write_means_over_bars(ax, names, measures, runs) -> None:
+    """Each bar's mean accuracy, written just above its highest seed."""
+    for name, bars in zip(names, ax.containers):
+        for bar_, measure in zip(bars, measures):
+            values = runs[name, measure]
+            ax.text(
+                bar_.get_x() + bar_.get_width() / 2,
+                float(values.max()) + 0.02,
+                f"{values.mean():.0%}",
+                ha="center",
+                va="bottom",
+                fontsize=9,
+            )
+
+
 def plot_relation_accuracy(
     results: dict[str, dict[str, float | Sequence[float]]],
     ax=None,
@@ -243,40 +287,16 @@ def plot_relation_accuracy(
     relation's bars, named in the legend. The legend goes under the axes, so the figure stays
     :data:`~attention_book.analysis.plotting.PAGE_INCHES` wide. Returns the axes.
     """
-    import pandas as pd
     import seaborn as sns
 
-    names = list(results)
-    measures = list(next(iter(results.values())))
-    runs = {
-        (name, measure): np.atleast_1d(np.asarray(results[name][measure], dtype=float))
-        for name in names
-        for measure in measures
-    }
+    names, measures, runs, hue_order, frame = _relation_table(results)
     several = any(len(values) > 1 for values in runs.values())
-    labels = {
-        name: name
-        if all(len(runs[name, m]) == 1 for m in measures)
-        else f"{name} (mean of {len(runs[name, measures[0]])} seeds)"
-        for name in names
-    }
-    frame = pd.DataFrame(
-        [
-            {"model": labels[name], "measure": measure, "accuracy": value}
-            for (name, measure), values in runs.items()
-            for value in values
-        ]
-    )
     if ax is None:
-        _, ax = plt.subplots(figsize=(6.0, 4.4))
+        _, ax = plt.subplots(figsize=(PAGE_INCHES, 4.4))
     colours = [tuple(c) for c in plt.get_cmap("viridis")(np.linspace(0.2, 0.75, len(names)))]
-    order, hue_order = measures, [labels[name] for name in names]
+    common = {"data": frame, "x": "measure", "y": "accuracy", "hue": "model", "order": measures, "ax": ax}
     sns.barplot(
-        data=frame,
-        x="measure",
-        y="accuracy",
-        hue="model",
-        order=order,
+        **common,
         hue_order=hue_order,
         palette=colours,
         errorbar=("pi", 100) if several else None,
@@ -284,34 +304,18 @@ def plot_relation_accuracy(
         edgecolor="black",
         linewidth=0.6,
         saturation=1.0,
-        ax=ax,
     )
     if several:
         sns.stripplot(
-            data=frame,
-            x="measure",
-            y="accuracy",
-            hue="model",
-            order=order,
+            **common,
             hue_order=hue_order,
             palette=["black"] * len(names),
             dodge=True,
             jitter=0.12,
             size=3.5,
             legend=False,
-            ax=ax,
         )
-    for name, bars in zip(names, ax.containers):
-        for bar_, measure in zip(bars, measures):
-            values = runs[name, measure]
-            ax.text(
-                bar_.get_x() + bar_.get_width() / 2,
-                float(values.max()) + 0.02,
-                f"{values.mean():.0%}",
-                ha="center",
-                va="bottom",
-                fontsize=9,
-            )
+    _write_means_over_bars(ax, names, measures, runs)
     if reference is not None:
         measure, value, label = reference
         if measure not in measures:
