@@ -169,7 +169,10 @@ def site_and_raw(config_path: Path) -> tuple[str, str]:
 def book(root: Path = ROOT) -> Book:
     site, raw = site_and_raw(root / "_config.yml")
     return Book(
-        site, raw, read_bibliography(root / "book" / "references.bib"), read_glossary(root / "book" / "glossary.md")
+        site,
+        raw,
+        read_bibliography(root / "book" / "references.bib"),
+        terms=read_glossary(root / "book" / "glossary.md"),
     )
 
 
@@ -218,7 +221,7 @@ def _roles(text: str, where: Book) -> str:
     return "".join(out)
 
 
-def _absolute(target: str, folder: str, where: Book, image: bool) -> str:
+def _absolute(target: str, folder: str, where: Book, *, image: bool) -> str:
     """An absolute URL for a link or image target written in a notebook in ``folder`` (relative to the root)."""
     if re.match(r"^[a-zA-Z][\w+.-]*:", target) or target.startswith(("#", "/")):
         return target
@@ -247,7 +250,7 @@ def _prose(lines: list[str], folder: str, where: Book) -> list[str]:
     return [re.sub(r"\*\*\[\*\*([^\]*]+)\*\*\]\(([^)\s]+)\)\*\*", r"**[\1](\2)**", line) for line in converted]
 
 
-def _directive(name: str, argument: str, body: list[str], folder: str, where: Book) -> list[str]:
+def _directive(name: str, argument: str, body: list[str], *, folder: str, where: Book) -> list[str]:
     # Directive options (":open:", ":class: tip") come first in the body.
     while body and re.match(r"^:[\w-]+:", body[0]):
         body = body[1:]
@@ -288,7 +291,9 @@ def _convert(lines: list[str], folder: str, where: Book) -> list[str]:
         body = lines[index + 1 : end]
         directive = DIRECTIVE.match(fence.group("info").strip())
         if directive:
-            out.extend(_directive(directive.group("name"), directive.group("argument"), body, folder, where))
+            out.extend(
+                _directive(directive.group("name"), directive.group("argument"), body, folder=folder, where=where)
+            )
         elif marker[0] == ":":
             raise PortableError(f"a colon fence without a directive: {line!r}")
         else:  # a code block: kept as written

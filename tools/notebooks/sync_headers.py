@@ -180,7 +180,7 @@ def notebooks(root: Path = ROOT) -> list[Path]:
 
 def header_problems(notebook, path: Path, url: str, branch: str) -> list[str]:
     """What differs between a notebook's first two cells and what this tool would write."""
-    expected = synced(notebook, path, url, branch)
+    expected = synced(notebook, path, url, branch=branch)
     problems = []
     names = ("header (cell 0)", "setup cell (cell 1)")
     for index, name in enumerate(names):
@@ -209,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
         path = absolute.relative_to(ROOT)
         notebook = nbformat.read(absolute, as_version=4)
         if arguments.check:
-            problems += header_problems(notebook, path, url, branch)
+            problems += header_problems(notebook, path, url, branch=branch)
             continue
-        updated = synced(notebook, path, url, branch)
+        updated = synced(notebook, path, url, branch=branch)
         if updated != notebook:
             nbformat.write(updated, absolute)
             print(f"sync_headers: updated {path}")
