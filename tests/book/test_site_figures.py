@@ -13,6 +13,8 @@ from the stored notebooks, one chapter at a time, with the column widths figure_
 from __future__ import annotations
 
 import csv
+import json
+import re
 import time
 import urllib.parse
 from pathlib import Path
@@ -29,6 +31,10 @@ figure_audit = tool("figure_audit")  # tools/site/figure_audit.py
 
 CHAPTER_NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHAPTER_PAGES = [f"notebooks/{path.stem}.html" for path in CHAPTER_NOTEBOOKS]
+# Chapters with a figure still too small on a 390 px phone (issue 29), expected to fail until their
+# helper re-lays it out; the lead empties this set. Chapter 4: its displaCy parse (an SVG, 810 px
+# wide, 12.8 px text shown at 5.4 px).
+NOT_YET_LEGIBLE_ON_A_PHONE = {"04"}
 PHONE_WIDTH = 390  # the window, in CSS pixels (the page column in it is figure_audit.PHONE_COLUMN_PX)
 
 FIGURES_ON_PAGE = """
@@ -108,11 +114,49 @@ def test_an_unstamped_png_reads_as_unknown():
     assert figure_audit.read_png(buffer.getvalue()) == (100, None)
 
 
-@pytest.mark.parametrize("notebook", CHAPTER_NOTEBOOKS, ids=[path.stem for path in CHAPTER_NOTEBOOKS])
+def _phone_xfail(chapters):
+    """Expected to fail while any of ``chapters`` (numbers "01".."07") is in NOT_YET_LEGIBLE_ON_A_PHONE."""
+    waiting = sorted(set(chapters) & NOT_YET_LEGIBLE_ON_A_PHONE)
+    reason = f"issue 29: chapter(s) {', '.join(waiting)} still have a figure too small on a 390 px phone"
+    return pytest.mark.xfail(bool(waiting), reason=reason, strict=False)
+
+
+SVG_WIDTH = re.compile(r"""<svg\b[^>]*?\swidth\s*=\s*["']?\s*([0-9.]+)""")
+
+
+def _stored_svg_rows(notebook: Path) -> list[dict]:
+    """figure_audit.report's rows for the SVG outputs of a notebook (drawn by the browser at their
+    own width: their declared font sizes, see figure_audit.read_svg)."""
+    rows = []
+    for index, cell in enumerate(json.loads(notebook.read_text(encoding="utf-8"))["cells"]):
+        for output in cell.get("outputs", []):
+            svg = output.get("data", {}).get("image/svg+xml")
+            if svg is None:
+                continue
+            svg = "".join(svg) if isinstance(svg, list) else svg
+            found = SVG_WIDTH.search(svg)
+            width = round(float(found.group(1))) if found else figure_audit.COLUMN_PX
+            smallest = figure_audit.read_svg(svg.encode("utf-8"))
+            rows.append(
+                {
+                    "cell": index,
+                    "width": width,
+                    "smallest_px": smallest,
+                    "shown_px": round(figure_audit.shown_px(smallest, width), 2),
+                    "phone_px": round(figure_audit.shown_px(smallest, width, figure_audit.PHONE_COLUMN_PX), 2),
+                }
+            )
+    return rows
+
+
+@pytest.mark.parametrize(
+    "notebook",
+    [pytest.param(path, id=path.stem, marks=_phone_xfail([path.name[:2]])) for path in CHAPTER_NOTEBOOKS],
+)
 def test_every_stored_figure_of_a_chapter_is_legible_on_the_page_and_on_a_phone(notebook):
-    """From the stored outputs, no site: each figure's smallest text, once the PNG is fitted to the
-    page column (660 px) and to a 390 px phone's (342 px), is at least MIN_PX and PHONE_MIN_PX."""
-    rows = figure_audit.report(notebook)
+    """From the stored outputs, no site: each figure's smallest text, once the PNG (or SVG) is fitted
+    to the page column (660 px) and to a 390 px phone's (342 px), is at least MIN_PX and PHONE_MIN_PX."""
+    rows = sorted(figure_audit.report(notebook) + _stored_svg_rows(notebook), key=lambda row: row["cell"])
     assert rows, f"{notebook.name} stores no figure (executed?)"
     problems = []
     for row in rows:
@@ -172,6 +216,7 @@ def test_every_figure_is_legible_at_the_desktop_layout_and_opens_at_full_size(si
     assert not problems, "\n".join(problems)
 
 
+@_phone_xfail(path.name[:2] for path in CHAPTER_NOTEBOOKS)
 def test_every_figure_is_legible_on_a_390_px_phone(site, browser):
     """At a 390 px wide window each figure's shown width (measured) times its stamped smallest
     text, over its PNG width, is at least figure_audit.PHONE_MIN_PX."""
@@ -235,9 +280,11 @@ def test_every_figure_is_legible_on_a_390_px_phone(site, browser):
 
 
 def test_clicking_a_figure_opens_it_at_full_size_in_a_new_tab(site, browser):
-    browser.set_window_size(1280, 1500)
+    # On a phone, where the page shrinks every figure (at 1280 px the figures now fit the column).
+    browser.set_window_size(PHONE_WIDTH, 844)
     page = next(page for page in CHAPTER_PAGES if "03_" in page)
     _load(browser, (site / page).as_uri())
+    browser.execute_async_script(LOAD_EVERY_FIGURE)
     figures = browser.execute_script(FIGURES_ON_PAGE)
     widest = max(figures, key=lambda figure: figure["naturalWidth"])
     assert widest["shownWidth"] < widest["naturalWidth"], "pick a figure that the page shrinks"
@@ -260,6 +307,7 @@ def test_clicking_a_figure_opens_it_at_full_size_in_a_new_tab(site, browser):
     finally:
         browser.close()
         browser.switch_to.window(original)
+        browser.set_window_size(1280, 1500)
 
 
 SEARCH_BOXES = """
