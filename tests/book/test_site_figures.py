@@ -31,10 +31,6 @@ figure_audit = tool("figure_audit")  # tools/site/figure_audit.py
 
 CHAPTER_NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHAPTER_PAGES = [f"notebooks/{path.stem}.html" for path in CHAPTER_NOTEBOOKS]
-# Chapters with a figure still too small on a 390 px phone (issue 29), expected to fail until their
-# helper re-lays it out; the lead empties this set. Chapter 4: its displaCy parse (an SVG, 810 px
-# wide, 12.8 px text shown at 5.4 px).
-NOT_YET_LEGIBLE_ON_A_PHONE = {"04"}
 PHONE_WIDTH = 390  # the window, in CSS pixels (the page column in it is figure_audit.PHONE_COLUMN_PX)
 
 FIGURES_ON_PAGE = """
@@ -114,13 +110,6 @@ def test_an_unstamped_png_reads_as_unknown():
     assert figure_audit.read_png(buffer.getvalue()) == (100, None)
 
 
-def _phone_xfail(chapters):
-    """Expected to fail while any of ``chapters`` (numbers "01".."07") is in NOT_YET_LEGIBLE_ON_A_PHONE."""
-    waiting = sorted(set(chapters) & NOT_YET_LEGIBLE_ON_A_PHONE)
-    reason = f"issue 29: chapter(s) {', '.join(waiting)} still have a figure too small on a 390 px phone"
-    return pytest.mark.xfail(bool(waiting), reason=reason, strict=False)
-
-
 SVG_WIDTH = re.compile(r"""<svg\b[^>]*?\swidth\s*=\s*["']?\s*([0-9.]+)""")
 
 
@@ -149,10 +138,7 @@ def _stored_svg_rows(notebook: Path) -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize(
-    "notebook",
-    [pytest.param(path, id=path.stem, marks=_phone_xfail([path.name[:2]])) for path in CHAPTER_NOTEBOOKS],
-)
+@pytest.mark.parametrize("notebook", CHAPTER_NOTEBOOKS, ids=lambda path: path.stem)
 def test_every_stored_figure_of_a_chapter_is_legible_on_the_page_and_on_a_phone(notebook):
     """From the stored outputs, no site: each figure's smallest text, once the PNG (or SVG) is fitted
     to the page column (660 px) and to a 390 px phone's (342 px), is at least MIN_PX and PHONE_MIN_PX."""
@@ -216,7 +202,6 @@ def test_every_figure_is_legible_at_the_desktop_layout_and_opens_at_full_size(si
     assert not problems, "\n".join(problems)
 
 
-@_phone_xfail(path.name[:2] for path in CHAPTER_NOTEBOOKS)
 def test_every_figure_is_legible_on_a_390_px_phone(site, browser):
     """At a 390 px wide window each figure's shown width (measured) times its stamped smallest
     text, over its PNG width, is at least figure_audit.PHONE_MIN_PX."""
