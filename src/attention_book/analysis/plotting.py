@@ -163,11 +163,11 @@ def plot_attention(
         matrix,
         ax,
         title,
-        "keys (attended to)",
-        "queries (attending)",
-        "attention weight" if colorbar else None,
-        0.0,
-        vmax,
+        xlabel="keys (attended to)",
+        ylabel="queries (attending)",
+        colorbar_label="attention weight" if colorbar else None,
+        vmin=0.0,
+        vmax=vmax,
     )
     ax.set_xticks(range(columns), key_labels, rotation=90 if max(map(len, key_labels), default=0) > 2 else 0)
     ax.set_yticks(range(rows), query_labels)

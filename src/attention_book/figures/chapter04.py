@@ -173,7 +173,7 @@ def _head(
         rf"$K_{{{r}}} = X\, W_K^{{({r})}}$",
         rf"$V_{{{r}}} = X\, W_V^{{({r})}}$",
     ]
-    _box(ax, x, y_projection, width, 1.56, [*projections, r"each $(T,\ d_k)$"], colour)
+    _box(ax, x, y_projection, width=width, height=1.56, lines=[*projections, r"each $(T,\ d_k)$"], edge=colour)
     _arrow(ax, (x, y_projection + 0.78), (x, y_attention - 0.78))
     attention = [
         rf"$A_{{{r}}} = \mathrm{{softmax}}(Q_{{{r}}} K_{{{r}}}^\top / \sqrt{{d_k}})$",
@@ -181,7 +181,7 @@ def _head(
         rf"$\mathrm{{head}}_{{{r}}} = A_{{{r}}}\, V_{{{r}}}$",
         r"$(T,\ d_k)$",
     ]
-    _box(ax, x, y_attention, width, 1.56, attention, colour, spacing=0.36)
+    _box(ax, x, y_attention, width=width, height=1.56, lines=attention, edge=colour, spacing=0.36)
     _arrow(ax, (x, y_attention + 0.78), (x, y_concat - 0.45))
     name = "head " + ("$n_h$" if r == "n_h" else r)
     ax.text(
@@ -204,18 +204,46 @@ def plot_multi_head_diagram(title: str = "Multi-head attention, with the shape o
     width = 4.1
     columns = {"1": 2.15, "n_h": 7.85}  # x of each drawn head
     y_input, y_projection, y_attention, y_concat, y_out, y_result = 0.45, 2.45, 4.85, 6.95, 8.25, 9.35
-    _box(ax, 5.0, y_input, 6.6, 0.56, [r"$X$   $(T,\ d_{\mathrm{model}})$: one row per token"], "#444444", "#f2f2f2")
+    _box(
+        ax,
+        5.0,
+        y_input,
+        width=6.6,
+        height=0.56,
+        lines=[r"$X$   $(T,\ d_{\mathrm{model}})$: one row per token"],
+        edge="#444444",
+        face="#f2f2f2",
+    )
     for (r, x), colour in zip(columns.items(), (_HEAD_COLOURS[0], _HEAD_COLOURS[2])):
         _arrow(ax, (5.0 + (x - 5.0) * 0.35, y_input + 0.28), (x, y_projection - 0.78))
-        _head(ax, r, x, colour, width=width, y_projection=y_projection, y_attention=y_attention, y_concat=y_concat)
+        _head(
+            ax, r, x, colour=colour, width=width, y_projection=y_projection, y_attention=y_attention, y_concat=y_concat
+        )
     for y in (y_projection, y_attention):
         ax.text(5.0, y, r"$\cdots$", fontsize=14, ha="center", va="center")
     concat = [r"Concat$(\mathrm{head}_1, \dots, \mathrm{head}_{n_h})$: the heads", r"side by side, $(T,\ n_h d_k)$"]
-    _box(ax, 5.0, y_concat, 9.9, 0.9, concat, "#444444", "#f2f2f2", spacing=0.36)
+    _box(ax, 5.0, y_concat, width=9.9, height=0.9, lines=concat, edge="#444444", face="#f2f2f2", spacing=0.36)
     _arrow(ax, (5.0, y_concat + 0.45), (5.0, y_out - 0.28))
-    _box(ax, 5.0, y_out, 8.4, 0.56, [r"times $W_O$ $(n_h d_k,\ d_{\mathrm{model}})$: mixes the heads"], "#444444")
+    _box(
+        ax,
+        5.0,
+        y_out,
+        width=8.4,
+        height=0.56,
+        lines=[r"times $W_O$ $(n_h d_k,\ d_{\mathrm{model}})$: mixes the heads"],
+        edge="#444444",
+    )
     _arrow(ax, (5.0, y_out + 0.28), (5.0, y_result - 0.28))
-    _box(ax, 5.0, y_result, 6.6, 0.56, [r"$\mathrm{MultiHead}(X)$   $(T,\ d_{\mathrm{model}})$"], "#444444", "#f2f2f2")
+    _box(
+        ax,
+        5.0,
+        y_result,
+        width=6.6,
+        height=0.56,
+        lines=[r"$\mathrm{MultiHead}(X)$   $(T,\ d_{\mathrm{model}})$"],
+        edge="#444444",
+        face="#f2f2f2",
+    )
     note = (
         r"narrow heads: $d_k = d_{\mathrm{model}} / n_h$, so $n_h d_k = d_{\mathrm{model}}$;"
         "\n"
@@ -319,7 +347,7 @@ def plot_relation_accuracy(
             size=3.5,
             legend=False,
         )
-    _write_means_over_bars(ax, names, measures, runs)
+    _write_means_over_bars(ax, names, measures, runs=runs)
     if reference is not None:
         measure, value, label = reference
         if measure not in measures:

@@ -39,9 +39,9 @@ def plot_encoding_table(table, ax=None, title: str = "Sinusoidal positional enco
         table,
         ax,
         title,
-        "dimension (even: sin, odd: cos)",
-        "position p",
-        "value",
+        xlabel="dimension (even: sin, odd: cos)",
+        ylabel="position p",
+        colorbar_label="value",
         vmin=-1.0,
         vmax=1.0,
         figsize=(_WIDTH, 3.6),
@@ -77,7 +77,7 @@ def plot_encoding_columns(table, columns: Sequence[int], ax=None, title: str = "
 
 def plot_similarity(matrix, ax=None, title: str = "Dot products of position vectors", label: str = "PE(i) · PE(j)"):
     """Heatmap of a (T, T) position-to-position matrix: rows and columns are positions."""
-    return heatmap(matrix, ax, title, "position j", "position i", label, aspect="equal")
+    return heatmap(matrix, ax, title, xlabel="position j", ylabel="position i", colorbar_label=label, aspect="equal")
 
 
 def _as_runs(value) -> list:
@@ -188,4 +188,12 @@ def plot_accuracy_by_length(
 
 def plot_offset_scores(scores, ax=None, title: str = "Rotary: score of q at i with k at j"):
     """Heatmap of a (T, T) score matrix: rows = query positions, columns = key positions."""
-    return heatmap(scores, ax, title, "key position j", "query position i", "score q·k", aspect="equal")
+    return heatmap(
+        scores,
+        ax,
+        title,
+        xlabel="key position j",
+        ylabel="query position i",
+        colorbar_label="score q·k",
+        aspect="equal",
+    )

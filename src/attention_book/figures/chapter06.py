@@ -93,11 +93,11 @@ def plot_block_diagram():
             _arrow(ax, previous + (0.28 if previous else 0.0), y - (0.2 if kind == "plus" else 0.28))
             if kind == "plus":
                 _plus(ax, y)
-                _skip(ax, branch, y, highway)
+                _skip(ax, branch, y, color=highway)
                 branch = y + 0.45  # the next residual branches off just above this one
                 previous = y - 0.08
             else:
-                _box(ax, y, label, kind)
+                _box(ax, y, label, kind=kind)
                 previous = y
             if kind == "layer norm" and parts[0][0] == "attention":  # post-norm: the next branch is after the norm
                 branch = y + 0.5
@@ -195,16 +195,16 @@ def _stack(ax, centre: float, parts, *, top: float, width: float) -> None:
     ax.text(right, top + 0.12, "\u00d7 N", ha="right", va="bottom", fontsize=11, fontweight="bold")
     previous = 1.2
     for y, label, kind, mask in parts:
-        _up(ax, centre, previous + 0.31, y - 0.31)
-        _part(ax, centre, y, width, label, kind, mask)
+        _up(ax, centre, y0=previous + 0.31, y1=y - 0.31)
+        _part(ax, centre, y, width=width, label=label, kind=kind, mask=mask)
         if kind == "norm":  # the residual joins here, from below the sub-layer before it
-            _around(ax, centre, centre + width / 2 + 0.28, y - 1.5, y, centre + width / 2)
+            _around(ax, centre, centre + width / 2 + 0.28, y_from=y - 1.5, y_to=y, x_box_edge=centre + width / 2)
         previous = y
 
 
 def _memory(ax, enc: float, dec: float, width: float) -> None:
     """The encoder's output, the memory, going to the keys and values of every decoder block's cross-attention."""
-    _up(ax, enc, 6.2, 6.5)
+    _up(ax, enc, y0=6.2, y1=6.5)
     ax.text(enc, 6.95, "memory", ha="center", va="center", fontsize=9, fontweight="bold")
     ax.text(enc, 6.68, "(batch, T_in, d_model)", ha="center", va="center", fontsize=9)
     bend = enc + width / 2 + 0.82  # between the encoder's frame and the decoder's
@@ -219,13 +219,13 @@ def _decoder_ends(ax, dec: float, width: float) -> None:
     """The decoder's input (the output so far, shifted right) and its output (next-token probabilities)."""
     shifted = "output so far, shifted right:\n<bos> y\u2081 \u2026  (batch, T_out)"
     ax.text(dec, 0.2, shifted, ha="center", va="center", fontsize=9, linespacing=1.3)
-    _up(ax, dec, 0.52, 0.9)
-    _part(ax, dec, 1.2, width, "token embedding + positions", "embed")
-    _up(ax, dec, 7.86, 8.55)
-    _part(ax, dec, 8.85, width, "linear: d_model \u2192 vocabulary", "output")
-    _up(ax, dec, 9.16, 9.55)
-    _part(ax, dec, 9.85, width, "softmax", "output")
-    _up(ax, dec, 10.16, 10.5)
+    _up(ax, dec, y0=0.52, y1=0.9)
+    _part(ax, x=dec, y=1.2, width=width, label="token embedding + positions", kind="embed")
+    _up(ax, dec, y0=7.86, y1=8.55)
+    _part(ax, x=dec, y=8.85, width=width, label="linear: d_model \u2192 vocabulary", kind="output")
+    _up(ax, dec, y0=9.16, y1=9.55)
+    _part(ax, x=dec, y=9.85, width=width, label="softmax", kind="output")
+    _up(ax, dec, y0=10.16, y1=10.5)
     ax.text(dec, 10.75, "next-token probabilities  (batch, T_out, vocab)", ha="center", va="center", fontsize=9)
 
 
@@ -243,11 +243,11 @@ def plot_encoder_decoder_diagram():
     width, enc, dec = 3.3, 1.9, 6.67
     # Encoder: embedding, then N blocks of self-attention and feed-forward.
     ax.text(enc, 0.25, "source tokens  (batch, T_in)", ha="center", va="center", fontsize=9)
-    _up(ax, enc, 0.45, 0.9)
-    _part(ax, enc, 1.2, width, "token embedding + positions", "embed")
+    _up(ax, enc, y0=0.45, y1=0.9)
+    _part(ax, x=enc, y=1.2, width=width, label="token embedding + positions", kind="embed")
     _stack(ax, enc, _ENCODER_PARTS, top=6.1, width=width)
     _stack(ax, dec, _DECODER_PARTS, top=8.1, width=width)
-    _memory(ax, enc, dec, width)
+    _memory(ax, enc, dec, width=width)
     _decoder_ends(ax, dec, width)
     ax.text(enc, 7.45, "ENCODER", ha="center", va="center", fontsize=11, fontweight="bold")
     ax.text(dec, 11.3, "DECODER", ha="center", va="center", fontsize=11, fontweight="bold")
