@@ -9,7 +9,7 @@
 // One file, no imports: Python serves it as anywidget's ES module (`_esm`, with an
 // `export default` appended) in Jupyter, VS Code and Colab; on the book's website the
 // widget state saved in each chapter carries the same source, and the page has no
-// kernel (window.__attentionBookStaticPage, set by tools/widgets_offline.js): there the
+// kernel (window.__attentionBookStaticPage, set by tools/site/widgets_offline.js): there the
 // controls whose numbers are plain arithmetic (chapter 1's sentence, chapter 2's query,
 // chapter 3's scores, chapter 5's d_model and base) are computed by this file (STATIC_COMPUTE,
 // mirroring the Python widgets), chapter 4's sentence and chapter 6's source run the chapter's
