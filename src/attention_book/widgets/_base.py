@@ -50,6 +50,7 @@ __all__ = [
     "one_cpu_thread",
     "PAGE_MODELS_VARIABLE",
     "page_models_wanted",
+    "onnx_base64",
 ]
 
 
@@ -71,6 +72,41 @@ PAGE_MODELS_VARIABLE = "ATTENTION_BOOK_PAGE_MODELS"
 def page_models_wanted() -> bool:
     """Whether widgets save a copy of their model for the website (:data:`PAGE_MODELS_VARIABLE`)."""
     return os.environ.get(PAGE_MODELS_VARIABLE, "") == "1"
+
+
+def onnx_base64(module, inputs: tuple, *, input_names, output_names, dynamic_axes) -> str | None:
+    """``module`` run on ``inputs``, exported to ONNX (opset 17) as base64 text; None if torch
+    cannot export it (any error: the website then keeps the widget's typed input disabled).
+
+    Torch 2.5 and later choose between two exporters (torch.export's, which cannot trace the
+    embedding's check of the ids, is the default from 2.9): this asks for the TorchScript-based
+    one, which needs the ``onnx`` package and nothing else. Weights keep their state-dict names,
+    unfolded, so a test can rebuild the torch model of a saved page from them.
+    """
+    import base64
+    import inspect
+    import io
+    import warnings
+
+    buffer = io.BytesIO()
+    choose = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the exporter's deprecation and tracer warnings
+            torch.onnx.export(
+                module,
+                inputs,
+                buffer,
+                **choose,
+                input_names=input_names,
+                output_names=output_names,
+                dynamic_axes=dynamic_axes,
+                opset_version=17,
+                do_constant_folding=False,
+            )
+    except Exception:  # any failure only means: no typing on the website
+        return None
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 @cache

@@ -29,12 +29,8 @@ source box disabled, as before.
 
 from __future__ import annotations
 
-import base64
 import copy
-import inspect
-import io
 import json
-import warnings
 
 import torch
 import traitlets
@@ -42,7 +38,7 @@ from torch import nn
 
 from ..data.tasks import BOS, EOS, PAD, SPECIALS, Vocabulary
 from ..decoding import greedy_decode
-from ._base import AttentionWidget, WidgetInputError, page_models_wanted, rounded
+from ._base import AttentionWidget, WidgetInputError, onnx_base64, page_models_wanted, rounded
 
 __all__ = ["DecodingStepper", "parse_source", "export_page_model"]
 
@@ -98,31 +94,22 @@ def export_page_model(model: nn.Module, vocab: Vocabulary, max_len: int) -> dict
     if not plain or sum(p.numel() for p in model.parameters()) > PAGE_MODEL_PARAMETERS:
         return None
     target_len = int(model.decoder.embedding.max_len)
-    try:
-        with torch.no_grad():
-            wrapper = _EveryStepsWeights(copy.deepcopy(model).cpu().float()).eval()
-        source = torch.full((1, min(3, int(model.encoder.embedding.max_len))), len(SPECIALS), dtype=torch.long)
-        target = torch.full((1, target_len), PAD, dtype=torch.long)
-        target[0, 0] = BOS
-        buffer = io.BytesIO()
-        choose = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the exporter's deprecation and tracer warnings
-            torch.onnx.export(
-                wrapper,
-                (source, target),
-                buffer,
-                **choose,  # the TorchScript-based exporter (see head_viewer.export_page_model)
-                input_names=["source", "target"],
-                output_names=["logits", "self", "cross"],
-                dynamic_axes={"source": {1: "T_in"}, "cross": {3: "T_in"}},
-                opset_version=17,
-                do_constant_folding=False,
-            )
-    except Exception:  # any failure only means: no typing on the website
+    with torch.no_grad():
+        wrapper = _EveryStepsWeights(copy.deepcopy(model).cpu().float()).eval()
+    source = torch.full((1, min(3, int(model.encoder.embedding.max_len))), len(SPECIALS), dtype=torch.long)
+    target = torch.full((1, target_len), PAD, dtype=torch.long)
+    target[0, 0] = BOS
+    onnx = onnx_base64(
+        wrapper,
+        (source, target),
+        input_names=["source", "target"],
+        output_names=["logits", "self", "cross"],
+        dynamic_axes={"source": {1: "T_in"}, "cross": {3: "T_in"}},
+    )
+    if onnx is None:
         return None
     return {
-        "onnx": base64.b64encode(buffer.getvalue()).decode("ascii"),
+        "onnx": onnx,
         "target_len": target_len,
         "symbols": list(vocab.symbols),
         "specials": {"pad": PAD, "bos": BOS, "eos": EOS, "count": len(SPECIALS), "names": list(SPECIALS)},

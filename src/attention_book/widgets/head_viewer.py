@@ -33,12 +33,8 @@ disabled, as before.
 
 from __future__ import annotations
 
-import base64
 import copy
-import inspect
-import io
 import json
-import warnings
 
 import torch
 import traitlets
@@ -46,7 +42,7 @@ from torch import nn
 
 from ..data.tasks import Encode
 from ..modes import evaluating
-from ._base import AttentionWidget, WidgetInputError, page_models_wanted, rounded
+from ._base import AttentionWidget, WidgetInputError, onnx_base64, page_models_wanted, rounded
 
 __all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS", "export_page_model", "PAGE_MODEL_PARAMETERS"]
 
@@ -116,34 +112,23 @@ def export_page_model(model: nn.Module, encode: Encode) -> dict | None:
         return None
     if sum(p.numel() for p in encoder.parameters()) > PAGE_MODEL_PARAMETERS:
         return None
-    try:
-        with torch.no_grad():
-            wrapper = _EveryLayersWeights(copy.deepcopy(encoder).cpu().float()).eval()
-        max_len = int(encoder.embedding.max_len)
-        example = torch.zeros((1, min(3, max_len)), dtype=torch.long)  # T > 1: no size-1 shape is baked in
-        buffer = io.BytesIO()
-        # torch 2.5 and later choose between two exporters (torch.export's, which cannot trace the
-        # embedding's check of the ids, is the default from 2.9): ask for the TorchScript-based one.
-        choose = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the exporter's deprecation and tracer warnings
-            torch.onnx.export(
-                wrapper,
-                (example,),
-                buffer,
-                **choose,
-                input_names=["tokens"],
-                output_names=["weights"],
-                dynamic_axes={"tokens": {1: "T"}, "weights": {2: "T", 3: "T"}},
-                opset_version=17,
-                # The weights keep their state-dict names ("encoder." + the encoder's key), unfolded,
-                # so the tests rebuild the torch model of a saved page from them.
-                do_constant_folding=False,
-            )
-    except Exception:  # any failure only means: no typing on the website
+    with torch.no_grad():
+        wrapper = _EveryLayersWeights(copy.deepcopy(encoder).cpu().float()).eval()
+    max_len = int(encoder.embedding.max_len)
+    example = torch.zeros((1, min(3, max_len)), dtype=torch.long)  # T > 1: no size-1 shape is baked in
+    # The weights keep their state-dict names ("encoder." + the encoder's key), so the tests
+    # rebuild the torch model of a saved page from them.
+    onnx = onnx_base64(
+        wrapper,
+        (example,),
+        input_names=["tokens"],
+        output_names=["weights"],
+        dynamic_axes={"tokens": {1: "T"}, "weights": {2: "T", 3: "T"}},
+    )
+    if onnx is None:
         return None
     return {
-        "onnx": base64.b64encode(buffer.getvalue()).decode("ascii"),
+        "onnx": onnx,
         "input": "tokens",
         "output": "weights",
         "vocab_size": int(encoder.embedding.vocab_size),
