@@ -224,25 +224,14 @@ def test_chapter_3_weight_maps_share_one_colour_bar_and_write_every_weight():
 def test_chapter_3_and_5_figures_fit_a_phone():
     """At most PAGE_INCHES wide, no text under 9 pt: at least 7 px on a 390 px phone (issue 29)."""
     import matplotlib.pyplot as plt
-    from matplotlib.text import Text
 
     from attention_book.analysis.plotting import PAGE_INCHES
+    from tests.helpers import tool
 
-    def smallest_font(figure):
-        sizes = []
-        original = Text.draw
+    audit = tool("figure_audit")  # tools/site/figure_audit.py: the smallest text as drawn
 
-        def recording(text, renderer):
-            if text.get_visible() and text.get_text().strip():
-                sizes.append(text.get_fontsize())
-            return original(text, renderer)
-
-        Text.draw = recording
-        try:
-            figure.draw_without_rendering()
-        finally:
-            Text.draw = original
-        return min(sizes)
+    def smallest_font(figure):  # in points
+        return audit.smallest_text_px(figure) * 72.0 / figure.dpi
 
     table = ab.sinusoidal_encoding(16, 8)
     history = ab.History(step_loss=[0.7] * 30, epoch=[1, 2, 3], valid_metric=[0.5, 0.6, 0.9], steps=30)
