@@ -2,8 +2,8 @@
 
 Reuses the site the other site tests build (the session fixture ``site``) and their offline
 browser. At 390 px: no widget picture and no display equation is wider than the screen, and every
-label a widget draws is at least 9 px. At 1280 px: no code or output block of a chapter is wider
-than its column. On every chapter page: no ``assert`` line in code a reader sees unfolded, and every
+label a widget draws is at least 9 px. At 1280 px: every widget label is at least 9 px too, and no
+code or output block of a chapter is wider than its column. On every chapter page: no ``assert`` line in code a reader sees unfolded, and every
 figure has alt text that is not a file name.
 """
 
@@ -75,8 +75,8 @@ return [...document.querySelectorAll('article img')]
 """
 
 
-def _phone_layout(site, browser, chapter):
-    browser.set_window_size(390, 844)
+def _phone_layout(site, browser, chapter, width=390, height=844):
+    browser.set_window_size(width, height)
     try:
         browser.get((site / "notebooks" / f"{chapter}.html").as_uri())
         browser.set_script_timeout(60)
@@ -115,6 +115,19 @@ def test_at_390_px_every_widget_label_is_at_least_9_px(site, browser, chapter):
                 f"({sizes[:5]} px), e.g. {picture['small'][0]['text']!r}"
             )
     assert not problems, f"{chapter} at 390 px:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_at_1280_px_every_widget_label_is_at_least_9_px_too(site, browser, chapter):
+    """The desktop layout: dense token labels are named every k-th (the rest on pointing) rather than shrunk."""
+    layout = _phone_layout(site, browser, chapter, width=1280, height=900)
+    small = [
+        f"{len(picture['small'])} labels of the {picture['kind']} under {MIN_LABEL_PX} px, "
+        f"e.g. {picture['small'][0]['text']!r} at {picture['small'][0]['px']:.1f} px"
+        for picture in layout["pictures"]
+        if picture["small"]
+    ]
+    assert layout["pictures"] and not small, f"{chapter} at 1280 px:\n" + "\n".join(small)
 
 
 @pytest.mark.parametrize("chapter", CHAPTERS)

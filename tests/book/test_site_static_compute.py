@@ -12,6 +12,10 @@ by the widget as ONNX, run by onnxruntime-web's WebAssembly build): their tests 
 of the drawn maps (data-value) and compare them with the Python widget around a torch model that
 holds the weights read back from the page's ONNX model, and a browser without WebAssembly must
 find those two boxes disabled with a note saying why, the rest of the page working.
+
+Chapter 7's pretrained model is too large for the page: its sentence box stays disabled with a note
+saying that typing needs a kernel, and its menu draws the sentences computed when the book was
+built; choosing each must draw the Python widget's weights.
 """
 
 from __future__ import annotations
@@ -263,7 +267,31 @@ def test_a_typed_sentence_redraws_chapter_1_with_the_python_attention(site, brow
 # -- chapter 4: the head viewer's sentence runs the chapter's model (ONNX) in the page ----------
 # Types `value` into the head viewer's sentence box and waits for the answer (the first one
 # loads onnxruntime-web and the model); reads back every head's matrix of the grid as drawn.
-TYPE_AND_WAIT = r"""
+# Reads the head viewer's picture back: every head's matrix of the grid as drawn, and what it says.
+HEAD_READERS = r"""
+function headGrid(widget) {
+  const grid = widget.querySelector(".ab-picture svg > g");  // the grid of all heads
+  return Array.from(grid.querySelectorAll(":scope > g")).map((g) => {
+    const matrix = [];
+    for (const r of g.querySelectorAll("rect[data-row][data-col][data-value]")) {
+      const i = Number(r.dataset.row), j = Number(r.dataset.col);
+      (matrix[i] = matrix[i] || [])[j] = r.dataset.value === "" ? null : Number(r.dataset.value);
+    }
+    return matrix;
+  }).filter((m) => m.length);
+}
+function headState(widget) {
+  return {
+    error: widget.querySelector('[data-error-for="sentence"]').textContent,
+    stale: widget.querySelector(".ab-picture").classList.contains("ab-stale"),
+    note: widget.querySelector(".ab-note").textContent,
+    heading: widget.querySelector(".ab-picture svg > text").textContent,
+  };
+}
+"""
+TYPE_AND_WAIT = (
+    HEAD_READERS
+    + r"""
 const done = arguments[arguments.length - 1];
 const [value] = arguments;
 const widget = document.querySelector('.ab-widget[data-kind="heads"]');
@@ -279,21 +307,9 @@ input.value = value;
 input.dispatchEvent(new Event("input", { bubbles: true }));
 input.dispatchEvent(new Event("change", { bubbles: true }));
 function read() {
-  const grid = widget.querySelector(".ab-picture svg > g");  // the grid of all heads
-  const heads = Array.from(grid.querySelectorAll(":scope > g")).map((g) => {
-    const matrix = [];
-    for (const r of g.querySelectorAll("rect[data-row][data-col][data-value]")) {
-      const i = Number(r.dataset.row), j = Number(r.dataset.col);
-      (matrix[i] = matrix[i] || [])[j] = r.dataset.value === "" ? null : Number(r.dataset.value);
-    }
-    return matrix;
-  }).filter((m) => m.length);
   done({
-    enabled: true, ms: performance.now() - start, frames: Number(widget.dataset.frames) - frames, heads,
-    error: widget.querySelector('[data-error-for="sentence"]').textContent,
-    stale: widget.querySelector(".ab-picture").classList.contains("ab-stale"),
-    note: widget.querySelector(".ab-note").textContent,
-    heading: widget.querySelector(".ab-picture svg > text").textContent,
+    enabled: true, ms: performance.now() - start, frames: Number(widget.dataset.frames) - frames, heads: headGrid(widget),
+    ...headState(widget),
   });
 }
 (function wait() {
@@ -301,6 +317,7 @@ function read() {
   else setTimeout(wait, 2);
 })();
 """
+)
 SHOW_ALL_HEADS = r"""
 const menu = document.querySelector('.ab-widget[data-kind="heads"] select[name="head"]');
 menu.value = JSON.stringify("all");
@@ -584,3 +601,92 @@ def test_a_typed_source_redraws_chapter_6_with_the_python_steppers_decoding(site
                     problems.append(f"{label}: {name}: more than 2 % of the cells differ by one rounding step")
     assert not problems, "\n".join(problems)
     assert good >= 25 and bad >= 9, (good, bad)
+
+
+# -- chapter 7: a model too large for the page; its menu's sentences were computed at build time --
+# Chooses `value` in the head viewer's sentence menu and `layer` in its layer menu, waits for the
+# answer and reads back every head's matrix of the grid as drawn.
+CHOOSE_AND_READ = (
+    HEAD_READERS
+    + r"""
+const done = arguments[arguments.length - 1];
+const [value, layer] = arguments;
+const widget = document.querySelector('.ab-widget[data-kind="heads"]');
+const menu = widget.querySelector('select[name="example"]');
+const box = widget.querySelector('[name="sentence"]');
+if (!menu) {
+  done({ menu: false, note: widget.querySelector(".ab-note").textContent });
+  return;
+}
+const frames = Number(widget.dataset.frames);
+delete widget.dataset.roundTripMs;
+menu.value = JSON.stringify(value);
+menu.dispatchEvent(new Event("change", { bubbles: true }));
+function read() {
+  const layers = widget.querySelector('select[name="layer"]');
+  layers.value = JSON.stringify(layer);
+  layers.dispatchEvent(new Event("change", { bubbles: true }));
+  done({
+    menu: true, frames: Number(widget.dataset.frames) - frames, heads: headGrid(widget), box: box.value, boxDisabled: box.disabled,
+    chosen: JSON.parse(menu.value), options: Array.from(menu.options).map((o) => JSON.parse(o.value)),
+    ...headState(widget),
+  });
+}
+(function wait() {
+  if (widget.dataset.roundTripMs !== undefined) read();
+  else setTimeout(wait, 2);
+})();
+"""
+)
+
+
+def test_chapter_7s_sentence_menu_draws_the_pretrained_models_weights_and_typing_says_it_needs_a_kernel(site, browser):
+    import torch
+
+    from attention_book.pretrained import load_minilm
+    from attention_book.widgets.head_viewer import HeadViewer
+
+    page = site / "notebooks" / "07_transfer_learning.html"
+    state = saved_state(page, "heads")
+    assert not state.get("page_model"), "chapter 7's MiniLM is too large for the page: it must not be saved as ONNX"
+    assert state.get("page_examples"), "chapter 7 was saved before its head viewer saved its menu: re-execute it"
+    examples = state["examples"]
+    assert len(examples) >= 6 and list(json.loads(state["page_examples"])) == examples
+    minilm = load_minilm()
+    reference = HeadViewer(minilm, minilm.encode_sentence, examples[0], device="cpu")
+    open_page(browser, page)
+    browser.execute_script(SHOW_ALL_HEADS)
+    problems = []
+    # the last sentence first: the first is the one shown when the page opens
+    for sentence in [*examples[1:], examples[0]]:
+        labels, exact = reference._run(sentence, torch.device("cpu"))  # unrounded (layers, heads, T, T)
+        reference.set_text(sentence)
+        for layer in (0, reference.num_layers - 1):
+            read = browser.execute_async_script(CHOOSE_AND_READ, sentence, layer)
+            assert read["menu"], read
+            label = f"{sentence!r}, layer {layer}"
+            if read["error"] or read["stale"] or read["frames"] < 1:
+                problems.append(f"{label}: {read['error']!r}, stale {read['stale']}, {read['frames']} redraws")
+            if read["box"] != sentence or read["chosen"] != sentence or not read["boxDisabled"]:
+                problems.append(
+                    f"{label}: the box shows {read['box']!r} (disabled {read['boxDisabled']}), "
+                    f"the menu {read['chosen']!r}"
+                )
+            drawn = torch.tensor(read["heads"], dtype=torch.float64)
+            sent = torch.tensor(reference.data["weights"][layer], dtype=torch.float64)
+            if drawn.shape != sent.shape:
+                problems.append(f"{label}: {tuple(drawn.shape)} drawn, Python sends {tuple(sent.shape)}")
+                continue
+            # As chapter 4's test: one step of the last decimal where the exact weight lies at a rounding boundary
+            # (the page was built under the second numerical configuration, this test runs under this one).
+            edge = exact[layer].double()
+            on_edge = ((edge * 1000 - 0.5) - torch.round(edge * 1000 - 0.5)).abs() < 0.01
+            allowed = torch.where(on_edge, torch.full_like(edge, 1.0001e-3), torch.full_like(edge, 1e-4))
+            if ((drawn - sent).abs() > allowed).any():
+                problems.append(f"{label}: drawn weights differ from Python's by {(drawn - sent).abs().max():.2e}")
+            if read["heading"] != f"layer {layer}, all {reference.num_heads} heads":
+                problems.append(f"{label}: the heading says {read['heading']!r}")
+    assert not problems, "\n".join(problems)
+    assert read["options"] == [None, *examples]
+    assert "typing a sentence of your own needs a kernel" in read["note"]
+    assert "open the chapter in Colab or Jupyter" in read["note"]

@@ -25,7 +25,8 @@ MODEL_BOUND = {
 }
 # Chapter 4's head viewer and chapter 6's decoding steppers run the chapter's model in the page (its
 # saved ONNX copy, onnxruntime-web; test_site_static_compute.py types into them); chapter 7's model
-# is too large to save and stays bound.
+# is too large to save: its sentence box stays bound, and its menu draws sentences computed when the
+# book was built (test_site_static_compute.py chooses each).
 RUNS_IN_PAGE = {"04_multi_head": ["heads"], "06_encoder_decoder": ["decoding"]}
 CHAPTER_WIDGETS = {
     "01_attention_math": "attention",

@@ -68,3 +68,19 @@ def test_a_widget_built_on_cuda_draws_what_the_cpu_draws(name, build, poke):
     on_cuda, on_cpu = build("cuda"), build("cpu")
     assert on_cuda.device == torch.device("cuda") and on_cuda.status.endswith("on cuda")
     assert_same_picture(on_cuda.data, on_cpu.data)
+
+
+def test_the_head_viewers_saved_menu_sentences_on_cuda_are_the_cpus(page_models):
+    """The website's answers for a model it cannot run (chapter 7's case) computed on the GPU."""
+    import json
+
+    from attention_book.widgets import HeadViewer
+    from tests.widgets.test_head_viewer import EXAMPLES, SENTENCE, _Unexportable, small_model, words_encoder
+
+    saved = {}
+    for device in ("cpu", "cuda"):
+        viewer = HeadViewer(_Unexportable(small_model()), words_encoder(), SENTENCE, device=device, examples=EXAMPLES)
+        assert viewer.page_model == "" and viewer.status.endswith(f"on {device}"), viewer.status
+        saved[device] = json.loads(viewer.page_examples)
+    assert list(saved["cuda"]) == [SENTENCE, *EXAMPLES[:2]]
+    assert_same_picture(saved["cuda"], saved["cpu"], "page_examples")

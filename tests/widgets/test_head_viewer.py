@@ -1,5 +1,7 @@
 """Chapters 4 and 7's HeadViewer: every layer's and head's weights, checked against the model."""
 
+import json
+
 import pytest
 import torch
 
@@ -23,9 +25,13 @@ def model():
     return small_model()
 
 
+def words_encoder():
+    return word_encoder(["<pad>", *WORDS], max_len=MAX_LEN)
+
+
 @pytest.fixture
 def encode():
-    return word_encoder(["<pad>", *WORDS], max_len=MAX_LEN)
+    return words_encoder()
 
 
 @pytest.fixture
@@ -257,3 +263,80 @@ def test_refresh_exports_the_model_again(page_models, viewer, model):
         model.layers[0].self_attn.q_proj.weight.mul_(2.0)
     viewer.refresh()
     assert viewer.page_model and viewer.page_model != before
+
+
+# -- a menu of sentences, saved for a website that cannot run the model (chapter 7) ---------------
+EXAMPLES = [
+    "the dog ran to the park",
+    "it was sunny and the cat sat on a mat",
+    "the cat sat on a mat while it was sunny",
+]
+
+
+def test_the_menu_offers_the_first_sentence_then_each_example_once(model, encode):
+    viewer = HeadViewer(model, encode, SENTENCE, device="cpu", examples=EXAMPLES)
+    assert viewer.examples == [SENTENCE, *EXAMPLES[:2]]  # the third is the first sentence
+    assert HeadViewer(model, encode, SENTENCE, device="cpu").examples == []  # no examples, no menu
+
+
+@pytest.mark.parametrize(
+    "examples, pattern",
+    [
+        ("the dog ran", "a list of sentences, but a str"),
+        (["the dog ran", 3], "each example must be a string, but a int"),
+        (["the dog flew"], r"the example 'the dog flew' cannot be shown: unknown word 'flew'"),
+        ([""], "the example '' cannot be shown: the sentence is empty"),
+        (["the cat"] * 13, "examples holds 13 sentences; the menu offers at most 12"),
+    ],
+)
+def test_a_bad_example_is_a_clear_error_naming_it(model, encode, examples, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        HeadViewer(model, encode, SENTENCE, device="cpu", examples=examples)
+
+
+class _Unexportable(torch.nn.Module):
+    """A model the website cannot run (not one of the book's plain encoders), as chapter 7's MiniLM."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, tokens):
+        return self.encoder(tokens)
+
+
+def test_where_the_page_cannot_run_the_model_it_saves_every_menu_sentences_weights(page_models, model, encode):
+    viewer = HeadViewer(_Unexportable(model), encode, SENTENCE, device="cpu", examples=EXAMPLES)
+    assert viewer.page_model == ""
+    answers = json.loads(viewer.page_examples)
+    assert list(answers) == viewer.examples
+    for sentence, answer in answers.items():
+        viewer.set_text(sentence)  # what the kernel sends for the sentence, rounded as it rounds
+        assert answer == viewer.data, sentence
+        assert torch.allclose(torch.tensor(answer["weights"]), own_weights(model, encode, sentence), atol=5e-4)
+
+
+def test_no_saved_sentences_where_the_page_runs_the_model_outside_the_site_build_or_without_examples(
+    model, encode, monkeypatch
+):
+    from attention_book.widgets._base import PAGE_MODELS_VARIABLE
+
+    monkeypatch.setenv(PAGE_MODELS_VARIABLE, "1")
+    runs_in_page = HeadViewer(model, encode, SENTENCE, device="cpu", examples=EXAMPLES)
+    assert runs_in_page.page_model and runs_in_page.page_examples == ""  # the page runs the model itself
+    assert HeadViewer(_Unexportable(model), encode, SENTENCE, device="cpu").page_examples == ""
+    monkeypatch.delenv(PAGE_MODELS_VARIABLE)
+    assert HeadViewer(_Unexportable(model), encode, SENTENCE, device="cpu", examples=EXAMPLES).page_examples == ""
+
+
+def test_refresh_saves_the_menu_sentences_weights_again(page_models, model, encode):
+    viewer = HeadViewer(_Unexportable(model), encode, SENTENCE, device="cpu", examples=EXAMPLES)
+    before = json.loads(viewer.page_examples)
+    with torch.no_grad():
+        model.layers[0].self_attn.q_proj.weight.mul_(2.0)
+    viewer.refresh()
+    after = json.loads(viewer.page_examples)
+    assert after.keys() == before.keys() and after != before
+    assert torch.allclose(
+        torch.tensor(after[EXAMPLES[0]]["weights"]), own_weights(model, encode, EXAMPLES[0]), atol=5e-4
+    )

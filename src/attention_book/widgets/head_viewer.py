@@ -29,12 +29,20 @@ draws what :meth:`HeadViewer.compute` would have sent. The export uses torch's
 TorchScript-based ONNX exporter, which needs the ``onnx`` package and nothing else; where it
 fails (no onnx, another torch, another model) the website simply keeps the sentence box
 disabled, as before.
+
+A model the website cannot run (chapter 7's pretrained MiniLM: its smallest faithful export
+weighs 32 MB, which would take the site over its size budget) can still offer sentences to
+choose: ``examples`` fills a menu beside the sentence box. With a kernel, choosing one types
+it (the model runs). For the website, the viewer saves every example's weights with the widget
+(``page_examples``, computed when the book is built, as :meth:`HeadViewer.compute` sends them);
+there the menu draws them, and the disabled sentence box's note says that typing needs a kernel.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 
 import torch
 import traitlets
@@ -44,12 +52,13 @@ from ..data.tasks import Encode
 from ..modes import evaluating
 from ._base import AttentionWidget, WidgetInputError, onnx_base64, page_models_wanted, rounded
 
-__all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS", "export_page_model", "PAGE_MODEL_PARAMETERS"]
+__all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS", "MAX_EXAMPLES", "export_page_model", "PAGE_MODEL_PARAMETERS"]
 
 ALL_HEADS = "all"
 MAX_TOKENS = 40  # beyond this the labels of a heatmap are unreadable
 PAGE_MODEL_PARAMETERS = 1_000_000  # larger models (chapter 7's MiniLM) would weigh megabytes on the page
 WEIGHT_DIGITS = 3  # compute() rounds the weights to this many decimals; the website does the same
+MAX_EXAMPLES = 12  # the menu's sentences; each adds the model's weights (layers x heads x T x T) to the page
 
 
 def _weights_source(model: nn.Module):
@@ -163,6 +172,8 @@ class HeadViewer(AttentionWidget):
         title: the heading above the widget.
         layer: the layer shown first (default 0).
         head: the head shown first, or ``"all"`` for the grid of all heads (default).
+        examples: sentences offered in a menu beside the sentence box (at most
+            :data:`MAX_EXAMPLES`, each one the model can read); the first sentence comes first.
 
     ``data`` holds ``labels`` (one per token), ``num_layers``, ``num_heads`` and ``weights``
     (layers x heads x T x T, rows = queries, columns = keys); ``view`` holds ``layer`` and
@@ -171,9 +182,15 @@ class HeadViewer(AttentionWidget):
     last run; a new sentence or device runs the model again). ``page_model`` is the JSON text
     of :func:`export_page_model` (empty where the website cannot run the model), saved with
     the widget for the book's website; made when the viewer is made and by :meth:`refresh`.
+    ``examples`` lists the menu's sentences (the first sentence, then the ``examples`` given).
+    ``page_examples`` is, where the website cannot run the model, the JSON text of
+    ``{sentence: data}`` for every sentence of the menu (``data`` as :meth:`compute` sends it),
+    made with ``page_model``.
     """
 
     page_model = traitlets.Unicode("").tag(sync=True)
+    examples = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    page_examples = traitlets.Unicode("").tag(sync=True)
 
     def __init__(
         self,
@@ -185,6 +202,7 @@ class HeadViewer(AttentionWidget):
         *,
         layer: int = 0,
         head: int | str = ALL_HEADS,
+        examples: Sequence[str] = (),
     ):
         if not isinstance(model, nn.Module):
             raise ValueError(f"model must be a torch.nn.Module, but a {type(model).__name__} was given")
@@ -222,12 +240,35 @@ class HeadViewer(AttentionWidget):
         self.kind = "heads"
         self.view = {"layer": layer, "head": head}
         self.inputs = {"sentence": text}
+        self.examples = self._check_examples(text, examples)
         self._export_page_model()
         self._start()
+
+    def _check_examples(self, text: str, examples: Sequence[str]) -> list[str]:
+        """The menu's sentences: ``text``, then each example once; every one must be readable."""
+        if isinstance(examples, str) or not isinstance(examples, Sequence):
+            raise ValueError(f"examples must be a list of sentences, but a {type(examples).__name__} was given")
+        if len(examples) > MAX_EXAMPLES:
+            raise ValueError(f"examples holds {len(examples)} sentences; the menu offers at most {MAX_EXAMPLES}")
+        menu = [text] if examples else []
+        for example in examples:
+            if not isinstance(example, str):
+                raise ValueError(f"each example must be a string, but a {type(example).__name__} was given")
+            try:
+                self._encode(example)
+            except WidgetInputError as error:
+                raise ValueError(f"the example {example!r} cannot be shown: {error}") from None
+            if example not in menu:
+                menu.append(example)
+        return menu
 
     def _export_page_model(self) -> None:
         exported = export_page_model(self.model, self.encode) if page_models_wanted() else None
         self.page_model = "" if exported is None else json.dumps(exported, separators=(",", ":"))
+        self.page_examples = ""
+        if page_models_wanted() and exported is None and self.examples:
+            answers = {sentence: self._data(*self._run(sentence, self.device)) for sentence in self.examples}
+            self.page_examples = json.dumps(answers, separators=(",", ":"))
 
     def set_text(self, text: str) -> None:
         """Type ``text`` into the sentence box and press Enter: the model runs on it (again)."""
@@ -299,12 +340,15 @@ class HeadViewer(AttentionWidget):
 
     def compute(self, device: torch.device) -> dict:
         """Every layer's and head's weights for the sentence: the browser shows the layer and head chosen."""
-        labels, weights = self._run(self.inputs["sentence"], device)  # (layers, heads, T, T) on the CPU
+        return self._data(*self._run(self.inputs["sentence"], device))
+
+    def _data(self, labels: list[str], weights: torch.Tensor) -> dict:
+        """What the browser draws for one sentence: its labels and every layer's and head's weights."""
         return {
             "labels": list(labels),
             "num_layers": self.num_layers,
             "num_heads": self.num_heads,
-            "weights": rounded(weights, WEIGHT_DIGITS),
+            "weights": rounded(weights, WEIGHT_DIGITS),  # (layers, heads, T, T) on the CPU
         }
 
     def shown(self) -> dict:

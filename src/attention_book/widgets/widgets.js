@@ -14,7 +14,8 @@
 // chapter 3's scores, chapter 5's d_model and base) are computed by this file (STATIC_COMPUTE,
 // mirroring the Python widgets), chapter 4's sentence and chapter 6's source run the chapter's
 // model, saved as ONNX, with onnxruntime-web (headData, decodingData), and the other model-bound
-// one (chapter 7's sentence) is disabled with a note.
+// one (chapter 7's sentence, a model too large for the page) is disabled with a note, its menu
+// of sentences drawing the weights saved when the book was built (exampleData).
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -67,7 +68,9 @@ const STYLE = `
   border: 1px solid #ddd; border-radius: 6px; padding: 8px 10px; max-width: 760px; background: #fff; }
 .ab-title { font-weight: 600; margin-bottom: 4px; }
 .ab-controls { display: flex; flex-wrap: wrap; gap: 4px 14px; align-items: center; margin-bottom: 4px; }
-.ab-control { display: inline-flex; align-items: center; gap: 5px; }
+.ab-control { display: inline-flex; align-items: center; gap: 5px; max-width: 100%; }
+.ab-control > label { white-space: nowrap; }
+.ab-control select { min-width: 0; max-width: 100%; text-overflow: ellipsis; }
 .ab-control input[type=range] { width: 150px; }
 .ab-control input[type=text] { width: 220px; }
 .ab-control .ab-readout { min-width: 3.2em; font-variant-numeric: tabular-nums; }
@@ -182,12 +185,12 @@ function button(frame, name, text, onClick) {
 // A control that needs the kernel (a new sentence, source, query text): on the website it
 // is disabled and a note says where it works, unless this file computes its numbers there
 // (frame.canSend: see STATIC_COMPUTE).
-function textInput(frame, name, label, value, what) {
+function textInput(frame, name, label, value, what, { offline = false } = {}) {
   const { wrapper, error } = control(frame, name, label);
   const input = make("input", { type: "text", name, spellcheck: "false" }, wrapper);
   input.value = value;
   placeError(wrapper, error);
-  if (!frame.canSend) {
+  if (!frame.canSend || offline) {
     input.disabled = true;
     frame.offline.push(what);
   } else {
@@ -689,8 +692,24 @@ function headViewer(frame) {
   // The sentence box works on the website where the model was saved as ONNX (STATIC_COMPUTE) and
   // the browser runs WebAssembly; without WebAssembly the note says what typing needs.
   const noWasm = !frame.live && model.get("page_model") && typeof WebAssembly === "undefined";
-  textInput(frame, "sentence", "sentence", model.get("inputs").sentence,
-    noWasm ? "edit the sentence (typing here runs the model in the page, which needs WebAssembly, off in this browser)" : "edit the sentence");
+  // A model the page cannot run (chapter 7's) may have saved the weights of its menu's sentences
+  // (page_examples): the menu then works here, and typing a sentence of one's own needs a kernel.
+  const examples = model.get("examples") || [];
+  const menuOnly = !frame.live && !model.get("page_model") && Boolean(model.get("page_examples"));
+  const box = textInput(frame, "sentence", "sentence", model.get("inputs").sentence,
+    noWasm ? "edit the sentence (typing here runs the model in the page, which needs WebAssembly, off in this browser)" : "edit the sentence",
+    { offline: menuOnly });
+  if (menuOnly) {
+    frame.offlineNote = "On this page the menu's sentences were computed when the book was built: typing a sentence of " +
+      "your own needs a kernel to run the model (open the chapter in Colab or Jupyter).";
+  }
+  const exampleMenu = examples.length && frame.canSend
+    ? select(frame, "example", "or try", [["a sentence…", null], ...examples.map((s) => [shorten(s, 36), s])], null, (v) => {
+      if (v === null) return;
+      box.value = v;
+      frame.send("sentence", v);
+    })
+    : null;
   const layerMenu = select(frame, "layer", "layer", [], frame.view.layer, (v) => frame.setView({ layer: v }));
   const headMenu = select(frame, "head", "head", [], frame.view.head, (v) => frame.setView({ head: v }));
 
@@ -708,6 +727,10 @@ function headViewer(frame) {
     const gap = 18;
     const width = 660;
     const panel = Math.min(170, (width - margin - 60 - (columns - 1) * gap) / columns);
+    // Labels of at least 9 units (9 px or more in a desktop column): where a cell is smaller, every
+    // k-th token is named and the others show when pointed at, as on a phone.
+    const cellOf = panel / T;
+    const every = cellOf * 0.9 >= 9 ? 1 : Math.ceil(10 / cellOf);
     const height = 40 + gridRows * (panel + gap) + margin;
     const svg = newPicture(frame, width, height);
     const heading = make("svg:text", { x: 10, y: 18, "font-weight": "bold", "font-size": 13 }, svg, "");
@@ -721,9 +744,9 @@ function headViewer(frame) {
       const cell = panel / T;
       make("svg:text", { x: x + panel / 2, y: y - 4, "text-anchor": "middle", "font-size": 11 }, gridGroup, `head ${h}`);
       grid.push(heatmap(gridGroup, frame.colour, {
-        x, y, cell, rows: T, cols: T,
+        x, y, cell, rows: T, cols: T, every,
         rowLabels: c === 0 ? labels : null, colLabels: r === gridRows - 1 || h + columns >= H ? labels : null,
-        font: Math.min(11, Math.max(7, cell * 0.9)),
+        font: every > 1 ? 9 : Math.min(11, cell * 0.9),
       }));
     }
     // One head alone, in the same box (so the cell keeps its height).
@@ -732,10 +755,11 @@ function headViewer(frame) {
     const singleCell = side / T;
     const single = heatmap(singleGroup, frame.colour, {
       x: margin, y: 40, cell: singleCell, rows: T, cols: T, rowLabels: labels, colLabels: labels,
-      numbers: T <= 10 && singleCell >= 22, font: 11,
+      numbers: T <= 10 && singleCell >= 22, font: 11, every: Math.ceil(11 / singleCell),
     });
     colourBar(svg, frame.colour, { x: width - 60, y: 40, height: Math.min(200, height - 40 - margin), label: "attention weight" });
-    make("svg:text", { x: 10, y: height - 8, "font-size": 11, fill: "#444" }, svg, "rows: queries · columns: keys (point at or tap a cell or a token to follow it)");
+    const named = every > 1 ? `; every ${{ 2: "2nd", 3: "3rd" }[every] || `${every}th`} token named` : "";
+    make("svg:text", { x: 10, y: height - 8, "font-size": 11, fill: "#444" }, svg, `rows: queries · columns: keys (point at or tap a cell or token to follow it${named})`);
     built = { text: data.labels.join(" ") + "|" + data.num_layers + "|" + H, layout: frame.layout.key, heading, grid, gridGroup, single, singleGroup };
     fillMenus(data);
   }
@@ -826,6 +850,10 @@ function headViewer(frame) {
     built.heading.textContent = `layer ${layer}, ${all ? `all ${data.num_heads} heads` : `head ${v.head}`}`;
     layerMenu.set(layer);
     headMenu.set(v.head);
+    if (exampleMenu) {  // the sentence shown, where it is one of the menu's
+      const sentence = frame.live ? model.get("inputs").sentence : frame.inputs.sentence;
+      exampleMenu.set(examples.includes(sentence) ? sentence : null);
+    }
   };
 }
 
@@ -958,7 +986,9 @@ function decodingStepper(frame) {
     const L = data.output.length;
     const T = data.source.length;
     const cell = Math.min(24, 200 / Math.max(L, T));
-    const height = Math.max(50 + L * cell + 80, 50 + 14 * data.vocabulary.length + 30);
+    const V = data.vocabulary.length;
+    const barHeight = Math.min(14, Math.max(10, (L * cell + 40) / V));  // its label at 10 units: 9 px or more on a desktop
+    const height = Math.max(50 + L * cell + 80, 50 + barHeight * V + 30);
     const svg = newPicture(frame, 660, height);
     const rowLabels = data.fed.map(() => "");
     const heading = make("svg:text", { x: 10, y: 18, "font-weight": "bold", "font-size": 13 }, svg, "");
@@ -969,8 +999,6 @@ function decodingStepper(frame) {
     const selfMap = heatmap(svg, frame.colour, { x: selfX, y: 50, cell, rows: L, cols: L, colLabels: data.fed, xTitle: "causal self-attention" });
     const barsX = selfX + L * cell + 60;
     make("svg:text", { x: barsX - 40, y: 44, "font-size": 11, "data-room": (660 - barsX + 36).toFixed(2) }, svg, "next token (orange: chosen)");
-    const V = data.vocabulary.length;
-    const barHeight = Math.min(14, Math.max(8, (L * cell + 40) / V));
     const barWidth = Math.max(60, 650 - barsX);
     const probBars = data.vocabulary.map((word, k) => {
       make("svg:text", { x: barsX - 4, y: 50 + k * barHeight + barHeight * 0.75, "text-anchor": "end", "font-size": Math.min(10, barHeight), "data-pitch": barHeight.toFixed(2) }, svg, shorten(word, 6));
@@ -1657,6 +1685,18 @@ export function headData(inputs, page, { exact = false } = {}) {
   );
 }
 
+// The head viewer's answers saved for the website (page_examples: sentence -> what
+// HeadViewer.compute sent for it): the menu's sentences only.
+export function exampleData(answers) {
+  return (inputs) => {
+    if (!Object.prototype.hasOwnProperty.call(answers, inputs.sentence)) {
+      throw new WidgetInputError("this page holds the weights of the menu's sentences only: typing a sentence of your own " +
+        "needs a kernel (open the chapter in Colab or Jupyter)", "sentence");
+    }
+    return answers[inputs.sentence];
+  };
+}
+
 // -- chapter 6: attention_book.widgets.decoding_stepper (the source, on the website) --------
 // The stepper saved `page_model` (export_page_model): the encoder-decoder as ONNX, whose outputs
 // are the logits and every decoder layer's self- and cross-attention weights for a target of the
@@ -1763,10 +1803,12 @@ const STATIC_COMPUTE = {
   positional: (saved) => (saved.max_length && saved.measures ? positionalData : null),
   key_value: (saved) => (saved.keys && saved.values && saved.limit ? keyValueData : null),
   attention: (saved) => (saved.max_tokens && "drawn" in saved ? attentionData : null),
-  // the head viewer's model, saved as ONNX (absent: any other model; no WebAssembly: headViewer says so)
+  // the head viewer's model, saved as ONNX (absent: any other model; no WebAssembly: headViewer says so);
+  // a model too large for the page: the weights of the menu's sentences, computed when the book was built
   heads: (saved, model) => {
     const page = model.get("page_model");
-    if (!page || typeof WebAssembly === "undefined") return null;
+    if (!page) return model.get("page_examples") ? exampleData(JSON.parse(model.get("page_examples"))) : null;
+    if (typeof WebAssembly === "undefined") return null;
     const parsedPage = JSON.parse(page);
     return (inputs) => headData(inputs, parsedPage);
   },
@@ -1934,7 +1976,8 @@ function render({ model, el }) {
     if (error.message && !frame.errors[error.control]) note.textContent = `⚠ ${error.message}`;
   }
   function showNote() {
-    note.textContent = frame.offline.length ? `On this page the numbers are fixed: open the chapter in Colab or Jupyter to ${frame.offline.join(" or ")}.` : "";
+    note.textContent = frame.offlineNote ||
+      (frame.offline.length ? `On this page the numbers are fixed: open the chapter in Colab or Jupyter to ${frame.offline.join(" or ")}.` : "");
   }
   redraw();
   showNote();
