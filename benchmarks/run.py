@@ -608,7 +608,8 @@ def write_report(results: dict, out: Path) -> None:
             "",
             "From the input event to the first frame painted after the new picture; a presentation-only control is drawn "
             "by the browser (budget: its p95 within one frame, 16.7 ms), a model-bound one goes to the kernel and back "
-            "(budget: median round trip, input to new picture, within 50 ms).",
+            "(budget: median round trip, input to new picture, within 50 ms), and so does one the website's page computes; "
+            "chapter 7's sentence menu draws a new picture from weights the build saved (the same budget).",
             "",
             "*draw* = input event to picture redrawn (presentation-only controls redraw in the event handler; "
             "a model-bound control once the kernel's numbers have arrived and been drawn); "

@@ -28,6 +28,9 @@ from attention_book.widgets.key_value_explorer import KeyValueExplorer
 from attention_book.widgets.positional_explorer import PositionalEncodingExplorer
 from attention_book.widgets.soft_hard_explorer import SoftHardExplorer
 from tests.book.test_site_widgets import POKE_SCRIPT
+from tests.widgets.test_static_math import QUERIES as STATIC_QUERIES
+from tests.widgets.test_static_math import SCORES as STATIC_SCORES
+from tests.widgets.test_static_math import SENTENCES_GIVEN
 
 # Types `value` into the control `name` of the page's `kind` widget (as a reader does: the value,
 # then input and change events) and reads the picture back.
@@ -55,10 +58,29 @@ return {
 };
 """
 
-SCORES = ["a=1, b=2, c=3", "x=0.5, y=-1, z=0.5, w=4", "7", "a=25", "1,,2", "river=1.9, bank=1.5"]
-QUERIES = ["10, 0, 0", "0 0 10", "[3, -4.5, 7]", "1, 2", "a b c", "0, 10, 0"]
-# chapter 5's sliders: d_model's value, then the base's (its slider holds log10 of the base)
-POSITIONAL = [("d_model", "8"), ("d_model", "256"), ("base", "2"), ("base", "3.5"), ("d_model", "64"), ("base", "6")]
+
+def typeable(*lists: list[str]) -> list[str]:
+    """The inputs of ``lists`` in order, each once, less those a text box cannot hold (a line break:
+    the browser drops it from an <input type="text">, so no reader can type it)."""
+    seen: list[str] = []
+    for text in (text for inputs in lists for text in inputs):
+        if text not in seen and "\n" not in text and "\r" not in text:
+            seen.append(text)
+    return seen
+
+
+# At least 20 inputs per control (issue 35), good and bad: a few of the chapter's own, then those
+# tests/widgets/test_static_math.py gives the JavaScript and Python in node.
+SCORES = typeable(
+    ["a=1, b=2, c=3", "x=0.5, y=-1, z=0.5, w=4", "7", "a=25", "1,,2", "river=1.9, bank=1.5"], STATIC_SCORES
+)
+QUERIES = typeable(["10, 0, 0", "0 0 10", "[3, -4.5, 7]", "1, 2", "a b c", "0, 10, 0"], STATIC_QUERIES)
+# chapter 5's sliders: d_model's value, then the base's (its slider holds log10 of the base); a
+# slider can give no bad value
+POSITIONAL = [
+    *[("d_model", str(d)) for d in (8, 256, 2, 4, 16, 30, 64, 100, 128, 198, 250)],
+    *[("base", str(b)) for b in (2, 3.5, 6, 1, 1.5, 2.5, 3, 4, 4.5, 5, 5.5)],
+]
 
 
 def saved_payload(page, kind: str) -> dict:
@@ -120,6 +142,7 @@ def test_typed_scores_redraw_chapter_3_with_the_python_weights(site, browser):
                     f"{label}: {method} reads {info!r}; Python: {shown['entropy'][method]}, {shown['nonzero'][method]}"
                 )
     assert not problems, "\n".join(problems)
+    assert len(SCORES) >= 20
 
 
 def test_a_typed_query_redraws_chapter_2_with_the_python_lookup(site, browser):
@@ -183,17 +206,20 @@ def test_d_model_and_base_redraw_chapter_5_with_the_python_table(site, browser):
 
 
 # Chapter 1's sentence box: reorders and repeats of the chapter's words, then bad input.
-SENTENCES = [
-    "bank the river bank",
-    "river",
-    "the dog",
-    "river bank the river bank",
-    "",
-    "bank bank",
-    "the " * 11,
-    "猫 bank",
-    "the  river\tbank",
-]
+SENTENCES = typeable(
+    [
+        "bank the river bank",
+        "river",
+        "the dog",
+        "river bank the river bank",
+        "",
+        "bank bank",
+        "the " * 11,
+        "猫 bank",
+        "the  river\tbank",
+    ],
+    SENTENCES_GIVEN,
+)
 # The chapter-1 widget's picture as drawn: the query's bars as weights (each bar's height over
 # the height of the axis' 1.0 tick), the score written above each bar, the output line, the
 # query menu and the two boxes.
