@@ -684,7 +684,9 @@ function softHardExplorer(frame) {
     const b = frame.view.beta;
     for (const panel of built.panels) {
       const weights = panel.key === "hardmax" ? data.hardmax : data[panel.key][b];
-      const nonzero = weights.filter((w) => w > 0).length;
+      // counted before rounding (the kernel's, or softHardData's): a softmax weight of 1e-9 is drawn as
+      // 0.00 but is not zero, which is chapter 3's point about softmax
+      const nonzero = data.nonzero ? data.nonzero[panel.key][b] : weights.filter((w) => w > 0).length;
       const entropy = data.entropy[panel.key][b];
       panel.bars.set(weights, weights.map((w) => fixed(w, 2)), weights.map((w) => frame.colour(w)));
       panel.info.textContent = `entropy ${fixed(entropy, 2)} · ${nonzero} non-zero`;
