@@ -267,7 +267,9 @@ class HeadViewer(AttentionWidget):
         self.page_model = "" if exported is None else json.dumps(exported, separators=(",", ":"))
         self.page_examples = ""
         if page_models_wanted() and exported is None and self.examples:
+            shown = self._cache_key, self._cache  # the sentence shown stays cached: no second run of it
             answers = {sentence: self._data(*self._run(sentence, self.device)) for sentence in self.examples}
+            self._cache_key, self._cache = shown
             self.page_examples = json.dumps(answers, separators=(",", ":"))
 
     def set_text(self, text: str) -> None:

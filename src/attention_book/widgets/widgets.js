@@ -698,6 +698,12 @@ function softHardExplorer(frame) {
 }
 
 // -- chapters 4 and 7: HeadViewer ---------------------------------------------------------
+// The hint under the head viewer's picture (both layouts); `every` > 1: the grid names every k-th token.
+function headHint(every) {
+  const named = every > 1 ? `; in the grid every ${every === 2 ? "second" : `${every}th`} token is named, the others when pointed at` : "";
+  return `rows: queries · columns: keys (point at or tap a cell or a token to follow it${named})`;
+}
+
 function headViewer(frame) {
   const { model } = frame;
   let built = null;
@@ -743,7 +749,9 @@ function headViewer(frame) {
     // k-th token is named and the others show when pointed at, as on a phone.
     const cellOf = panel / T;
     const every = cellOf * 0.9 >= 9 ? 1 : Math.ceil(10 / cellOf);
-    const height = 40 + gridRows * (panel + gap) + margin;
+    const hintLines = wrapLines(headHint(every), width - 20, 11).length;
+    const maps = 40 + gridRows * (panel + gap) + margin;  // the grid with its labels; the hint below
+    const height = maps + 14 * (hintLines - 1);
     const svg = newPicture(frame, width, height);
     const heading = make("svg:text", { x: 10, y: 18, "font-weight": "bold", "font-size": 13 }, svg, "");
     const gridGroup = make("svg:g", {}, svg);
@@ -753,25 +761,23 @@ function headViewer(frame) {
       const c = h % columns;
       const x = margin + c * (panel + gap);
       const y = 40 + r * (panel + gap);
-      const cell = panel / T;
       make("svg:text", { x: x + panel / 2, y: y - 4, "text-anchor": "middle", "font-size": 11 }, gridGroup, `head ${h}`);
       grid.push(heatmap(gridGroup, frame.colour, {
-        x, y, cell, rows: T, cols: T, every,
+        x, y, cell: cellOf, rows: T, cols: T, every,
         rowLabels: c === 0 ? labels : null, colLabels: r === gridRows - 1 || h + columns >= H ? labels : null,
-        font: every > 1 ? 9 : Math.min(11, cell * 0.9),
+        font: every > 1 ? 9 : Math.min(11, cellOf * 0.9),
       }));
     }
     // One head alone, in the same box (so the cell keeps its height).
     const singleGroup = make("svg:g", {}, svg);
-    const side = Math.min(height - 40 - margin, width - margin - 80);
+    const side = Math.min(maps - 40 - margin, width - margin - 80);
     const singleCell = side / T;
     const single = heatmap(singleGroup, frame.colour, {
       x: margin, y: 40, cell: singleCell, rows: T, cols: T, rowLabels: labels, colLabels: labels,
       numbers: T <= 10 && singleCell >= 22, font: 11, every: Math.ceil(11 / singleCell),
     });
-    colourBar(svg, frame.colour, { x: width - 60, y: 40, height: Math.min(200, height - 40 - margin), label: "attention weight" });
-    const named = every > 1 ? `; every ${{ 2: "2nd", 3: "3rd" }[every] || `${every}th`} token named` : "";
-    make("svg:text", { x: 10, y: height - 8, "font-size": 11, fill: "#444" }, svg, `rows: queries · columns: keys (point at or tap a cell or token to follow it${named})`);
+    colourBar(svg, frame.colour, { x: width - 60, y: 40, height: Math.min(200, maps - 40 - margin), label: "attention weight" });
+    writeText(make("svg:text", { x: 10, y: height - 8 - 14 * (hintLines - 1), "font-size": 11, fill: "#444" }, svg), headHint(every), width - 20);
     built = { text: data.labels.join(" ") + "|" + data.num_layers + "|" + H, layout: frame.layout.key, heading, grid, gridGroup, single, singleGroup };
     fillMenus(data);
   }
@@ -797,8 +803,7 @@ function headViewer(frame) {
     const rowPitch = panel + 18;
     const gridHeight = gridRows * rowPitch - 18 + depth;
     const side = W - margin - 6;
-    const named = every > 1 ? `; in the grid every ${every === 2 ? "second" : `${every}th`} token is named, the others when pointed at` : "";
-    const hint = wrapLines(`rows: queries · columns: keys (point at or tap a cell or a token to follow it${named})`, W - 12, 11);
+    const hint = wrapLines(headHint(every), W - 12, 11);
     const footerHeight = 40 + 14 * hint.length;
     const svg = newPicture(frame, W, 40 + Math.max(gridHeight, side + depth) + footerHeight);
     const heading = make("svg:text", { x: 6, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
