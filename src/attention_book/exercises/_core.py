@@ -32,8 +32,8 @@ Adding an exercise::
         moved = (answer(changed)[0, :3] - answer(x)[0, :3]).abs().max().item()
         return None if moved < 1e-5 else f"changing tokens 3-4 moved the outputs at 0-2 by {moved:.3g}"
 
-    register("N.M", "Title", _check_it, solution=_solution, mistakes=[Mistake(...), Mistake(...)],
-             properties=[Property("causality (no position sees a later token)", _causality)])
+    register("N.M", "Title", _check_it, answer="my_function", solution=_solution,
+             mistakes=[Mistake(...), Mistake(...)], properties=[Property("causality (no position sees a later token)", _causality)])
 
 Properties can also be added after ``register`` with :func:`add_properties` (a block at the end of a
 chapter's module). Probe helpers: :func:`probe_tensor` (the answer's output as float64 of a required
@@ -107,16 +107,33 @@ class Mistake:
 
 @dataclass
 class Exercise:
+    """One exercise. ``answer`` names what the student defines and the check cell passes: one name
+    (``"attention"``) or several, passed as a tuple (``("split_heads", "merge_heads")``); the grader
+    (``attention_book.grade``) looks the answer up by these names. ``points`` is what the exercise is
+    worth in a gradebook: 1 unless registered otherwise (the one place points are set)."""
+
     id: str
     title: str
     checker: Callable[[Any], None]
     solution: Any = None
     mistakes: list[Mistake] = field(default_factory=list)
     properties: list[Property] = field(default_factory=list)
+    answer: str | tuple[str, ...] = ""
+    points: int = 1
 
     @property
     def chapter(self) -> str:
         return self.id.split(".")[0]
+
+    @property
+    def answer_names(self) -> tuple[str, ...]:
+        return (self.answer,) if isinstance(self.answer, str) else tuple(self.answer)
+
+    @property
+    def answer_expression(self) -> str:
+        """The answer as its check cell writes it: ``attention`` or ``(split_heads, merge_heads)``."""
+        names = self.answer_names
+        return names[0] if isinstance(self.answer, str) else f"({', '.join(names)})"
 
 
 REGISTRY: dict[str, Exercise] = {}
@@ -128,17 +145,34 @@ def register(
     exercise_id: str,
     title: str,
     checker: Callable[[Any], None],
+    answer: str | tuple[str, ...],
     solution: Any,
     mistakes: list[Mistake],
     properties: list[Property] | tuple[Property, ...] = (),
+    points: int = 1,
 ) -> Exercise:
-    """Add an exercise; ids look like ``"1.2"`` (chapter.number). ``properties`` are probed in order."""
+    """Add an exercise; ids look like ``"1.2"`` (chapter.number). ``properties`` are probed in order.
+
+    ``answer`` is the name the student's notebook defines (or a tuple of names), ``points`` what the
+    exercise is worth when graded (see :class:`Exercise`)."""
     if exercise_id in REGISTRY:
         raise ValueError(f"exercise {exercise_id!r} is registered twice")
     if len(mistakes) < 2:
         raise ValueError(f"exercise {exercise_id!r} needs at least two known mistakes, got {len(mistakes)}")
+    names = (answer,) if isinstance(answer, str) else tuple(answer)
+    if not names or not all(isinstance(name, str) and name.isidentifier() for name in names):
+        raise ValueError(f"exercise {exercise_id!r}: answer must name what the student defines, got {answer!r}")
+    if not isinstance(points, int) or isinstance(points, bool) or points < 1:
+        raise ValueError(f"exercise {exercise_id!r}: points must be a whole number of at least 1, got {points!r}")
     exercise = Exercise(
-        exercise_id, title, checker, solution=solution, mistakes=list(mistakes), properties=list(properties)
+        exercise_id,
+        title,
+        checker,
+        solution=solution,
+        mistakes=list(mistakes),
+        properties=list(properties),
+        answer=answer,
+        points=points,
     )
     REGISTRY[exercise_id] = exercise
     return exercise
@@ -231,22 +265,34 @@ class CheckResult:
         """Display nothing: check() has printed its line."""
 
 
-def check(exercise_id: str, answer: Any) -> CheckResult:
-    """Check ``answer`` for an exercise; print one line saying whether it passed and why not.
+@dataclass(frozen=True)
+class Outcome:
+    """What checking one answer gave: ``status`` is ``"passed"``, ``"failed"`` or ``"not attempted"``
+    (the answer still raises ``NotImplementedError``); ``line`` is the one line :func:`check` prints and
+    ``hint`` that line without its mark and the exercise's label (a gradebook's feedback)."""
 
-    Never raises: an answer that crashes gets a line naming the student's line that raised and
-    the likely cause. Returns a :class:`CheckResult`, true when the answer passed; a notebook
-    shows nothing for it (the printed line says it all), so a check cell shows exactly one line.
+    exercise_id: str
+    status: str
+    line: str
+    hint: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+def evaluate(exercise_id: str, answer: Any) -> Outcome:
+    """Judge ``answer`` for an exercise without printing: what :func:`check` and the grader share.
+
+    Never raises for a wrong answer: an answer that crashes gets a hint naming the student's line
+    that raised and the likely cause. An unknown exercise id raises ``KeyError``.
     """
-    try:
-        exercise = get(exercise_id)
-    except KeyError as error:
-        print(f"{FAIL_MARK} {error.args[0]}")
-        return CheckResult(False)
+    exercise = get(exercise_id)
     label = f"Exercise {exercise.id} ({exercise.title})"
     _VIEW_FALLBACKS.clear()
     _SIZE_NAMES.clear()
     grad_enabled = torch.is_grad_enabled()  # an answer that leaves autograd off must not switch it off for the notebook
+    status, hint, crashed = "failed", "", False
     try:
         if callable(answer) or isinstance(answer, (tuple, list)):
             broken = broken_property(exercise, answer)
@@ -256,28 +302,41 @@ def check(exercise_id: str, answer: Any) -> CheckResult:
             exercise.checker(answer)
         if _VIEW_FALLBACKS:
             raise ExerciseFailure(_VIEW_FALLBACKS[0] + " With reshape your answer is right: " + VIEW_HINT)
+        status, hint = "passed", "passed."
     except ExerciseFailure as failure:
-        RESULTS[exercise.id] = False
-        message = str(failure)
-        if _VIEW_FALLBACKS and "With reshape your answer is right" not in message:
-            message = f"{_VIEW_FALLBACKS[0]} Run with reshape instead, {message}"
-        print(_one_line(f"{FAIL_MARK} {label}: {message}"))
-        return CheckResult(False)
+        hint = str(failure)
+        if _VIEW_FALLBACKS and "With reshape your answer is right" not in hint:
+            hint = f"{_VIEW_FALLBACKS[0]} Run with reshape instead, {hint}"
     except NotImplementedError:
-        RESULTS[exercise.id] = False
-        print(f"{FAIL_MARK} {label}: {NOT_IMPLEMENTED}. Replace the `raise NotImplementedError` with your code.")
-        return CheckResult(False)
+        status, hint = "not attempted", f"{NOT_IMPLEMENTED}. Replace the `raise NotImplementedError` with your code."
     except Exception as error:  # the student's code crashed: name its line and the likely cause, never raise
-        RESULTS[exercise.id] = False
-        print(_one_line(f"{FAIL_MARK} {label}: {describe_exception(error)}")[:1000])
-        return CheckResult(False)
+        hint, crashed = describe_exception(error), True
     finally:
         _VIEW_FALLBACKS.clear()
         _SIZE_NAMES.clear()
         torch.set_grad_enabled(grad_enabled)
-    RESULTS[exercise.id] = True
-    print(f"{PASS_MARK} {label}: passed.")
-    return CheckResult(True)
+    RESULTS[exercise.id] = status == "passed"
+    mark = PASS_MARK if status == "passed" else FAIL_MARK
+    line = _one_line(f"{mark} {label}: {hint}")
+    if crashed:
+        line = line[:1000]
+    return Outcome(exercise.id, status, line, line[len(f"{mark} {label}: ") :])
+
+
+def check(exercise_id: str, answer: Any) -> CheckResult:
+    """Check ``answer`` for an exercise; print one line saying whether it passed and why not.
+
+    Never raises: an answer that crashes gets a line naming the student's line that raised and
+    the likely cause. Returns a :class:`CheckResult`, true when the answer passed; a notebook
+    shows nothing for it (the printed line says it all), so a check cell shows exactly one line.
+    """
+    try:
+        outcome = evaluate(exercise_id, answer)
+    except KeyError as error:
+        print(f"{FAIL_MARK} {error.args[0]}")
+        return CheckResult(False)
+    print(outcome.line)
+    return CheckResult(outcome.passed)
 
 
 def _property_message(exercise: Exercise, answer: Any, prop: Property, sentence: str) -> str:

@@ -131,6 +131,7 @@ register(
     "0.1",
     "Attention weights of a few queries",
     _check_attention_weights,
+    answer="attention_weights",
     solution=_attention_weights_solution,
     mistakes=[
         Mistake("no sqrt(d_k) scale", _unscaled, "forgot to divide the scores by sqrt(d_k)"),

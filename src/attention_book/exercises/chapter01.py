@@ -183,6 +183,7 @@ register(
     "1.1",
     "Scores and weights of one query",
     _check_scores_and_weights,
+    answer="scores_and_weights",
     solution=_scores_and_weights_solution,
     mistakes=[
         Mistake("no sqrt(d_k) scale", _unscaled, "forgot to divide the scores by sqrt(d_k)"),
@@ -429,6 +430,7 @@ register(
     "1.2",
     "Attention in matrix form, with a mask",
     _check_attention,
+    answer="attention",
     solution=_attention_solution,
     mistakes=[
         Mistake("softmax over the queries", _softmax_over_queries, "softmax over the wrong axis"),
@@ -692,6 +694,7 @@ register(
     "1.3",
     "When does the scale decide?",
     _check_scaling_matters,
+    answer="scaling_matters",
     solution=_scaling_matters_solution,
     mistakes=[
         Mistake("always None", _always_none, "you returned None for d_k=512"),
@@ -847,6 +850,7 @@ register(
     "1.4",
     "Bahdanau's additive attention",
     _check_additive_attention,
+    answer="additive_attention",
     solution=_additive_attention_solution,
     mistakes=[
         Mistake("no tanh", _additive_without_tanh, "put tanh around"),
@@ -959,6 +963,7 @@ register(
     "1.5",
     "How much does the first token still count?",
     _check_influence,
+    answer="influence_by_position",
     solution=_influence_solution,
     mistakes=[
         Mistake("not relative", _influence_raw, "by the LAST token's"),

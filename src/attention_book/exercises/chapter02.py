@@ -283,6 +283,7 @@ register(
     "2.1",
     "One attention head with projections",
     _check_attend,
+    answer="attend",
     solution=_attend_solution,
     mistakes=[
         Mistake("no sqrt(d_k) scale", _attend_unscaled, "forgot to divide the scores by sqrt(d_k)"),
@@ -382,6 +383,7 @@ register(
     "2.2",
     "Design keys for a chosen blend",
     _check_design_keys,
+    answer="design_keys",
     solution=_design_keys_solution,
     mistakes=[
         Mistake("scores equal to the shares", _keys_with_scores_equal_to_shares, "softmax exponentiates the scores"),
@@ -559,6 +561,7 @@ register(
     "2.3",
     "Design a previous-token head",
     _check_previous_token,
+    answer="previous_token_projections",
     solution=_previous_token_solution,
     mistakes=[
         Mistake("attends to itself", _previous_token_attends_to_itself, "on ITSELF"),

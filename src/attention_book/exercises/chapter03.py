@@ -133,6 +133,7 @@ register(
     "3.1",
     "Hardmax with ties",
     _check_hardmax,
+    answer="hardmax",
     solution=_hardmax_solution,
     mistakes=[
         Mistake("returned the argmax index", _argmax_index, "the index of the largest score"),
@@ -282,6 +283,7 @@ register(
     "3.2",
     "Sparsemax",
     _check_sparsemax,
+    answer="sparsemax",
     solution=_sparsemax_solution,
     mistakes=[
         Mistake("softmax instead of sparsemax", _sparsemax_as_softmax, "these are softmax weights"),
@@ -501,6 +503,7 @@ register(
     "3.3",
     "The inverse temperature for a confident choice",
     _check_beta_for_top_weight,
+    answer="beta_for_top_weight",
     solution=_beta_for_top_weight_solution,
     mistakes=[
         Mistake("returned the temperature", _beta_as_temperature, "which is 1/beta"),

@@ -162,6 +162,7 @@ register(
     "4.1",
     "Split and merge heads",
     _check_split_merge,
+    answer=("split_heads", "merge_heads"),
     solution=(_split_solution, _merge_solution),
     mistakes=[
         Mistake(
@@ -295,6 +296,7 @@ register(
     "4.2",
     "Parameters of narrow and wide heads",
     _check_parameter_count,
+    answer="mha_parameter_count",
     solution=_parameter_count_solution,
     mistakes=[
         Mistake("forgot the output projection", _count_without_output_projection, "forgot the output projection"),
@@ -480,6 +482,7 @@ register(
     "4.3",
     "Multi-head attention, equal to nn.MultiheadAttention",
     _check_multi_head_attention,
+    answer="multi_head_self_attention",
     solution=_mha_solution,
     mistakes=[
         Mistake(name, _mistake(**change), hint.split(":")[0].split(",")[0])

@@ -154,6 +154,7 @@ register(
     "5.1",
     "The sinusoidal table",
     _check_sinusoidal_table,
+    answer="sinusoidal_table",
     solution=_sinusoidal_table_solution,
     mistakes=[
         Mistake("sin and cos swapped", _table_sin_cos_swapped, "you swapped them"),
@@ -252,6 +253,7 @@ register(
     "5.2",
     "Moving Δ positions on is a rotation",
     _check_offset_matrix,
+    answer="offset_matrix",
     solution=_offset_matrix_solution,
     mistakes=[
         Mistake("rotation by -k (transposed blocks)", _offset_backwards, "moves BACK k positions"),
@@ -436,6 +438,7 @@ register(
     "5.3",
     "A classifier that cannot see order",
     _check_order_blind_classifier,
+    answer="OrderBlindClassifier",
     solution=_OrderBlindClassifierSolution,
     mistakes=[
         Mistake("kept the positions", _ClassifierWithPositions, "leave out the position signal"),
@@ -619,6 +622,7 @@ register(
     "5.4",
     "What is lost without order",
     _check_best_invariant_accuracy,
+    answer="best_bag_accuracy",
     solution=_best_invariant_accuracy_solution,
     mistakes=[
         Mistake("grouped by sequence", _grouped_by_sequence, "you grouped identical SEQUENCES"),
@@ -723,6 +727,7 @@ register(
     "5.5",
     "Add positions to token embeddings",
     _check_add_positions,
+    answer="add_positions",
     solution=_add_positions_solution,
     mistakes=[
         Mistake("a table row per sequence", _positions_by_batch, "a table row per SEQUENCE"),
@@ -898,6 +903,7 @@ register(
     "5.6",
     "Learned positions with a length check",
     _check_learned_positions,
+    answer="LearnedPositions",
     solution=_LearnedPositionsSolution,
     mistakes=[
         Mistake("no length check", _PositionsWithoutCheck, "there is no length check"),

@@ -168,6 +168,7 @@ register(
     "6.1",
     "The two masks of a decoder layer",
     _check_decoder_masks,
+    answer="decoder_masks",
     solution=_decoder_masks_solution,
     mistakes=[
         Mistake("upper triangle", _masks_upper_triangle, "LOWER triangle"),
@@ -323,6 +324,7 @@ register(
     "6.2",
     "One decoder layer from its parts",
     _check_decoder_layer,
+    answer="decoder_layer",
     solution=_decoder_layer_solution,
     mistakes=[
         Mistake("no residual connections", _layer_without_residuals, "the residual connections are missing"),
@@ -517,6 +519,7 @@ register(
     "6.3",
     "A test that catches a model seeing the future",
     _check_sees_the_future,
+    answer="sees_the_future",
     solution=_sees_the_future_solution,
     mistakes=[
         Mistake("perturbs only the last token", _perturbs_only_the_last_token, "a single token in the middle"),
@@ -609,6 +612,7 @@ register(
     "6.4",
     "The position-wise feed-forward",
     _check_feed_forward,
+    answer="feed_forward",
     solution=_feed_forward_solution,
     mistakes=[
         Mistake("no activation", _ff_without_activation, "there is no ReLU between the two layers"),
@@ -782,6 +786,7 @@ register(
     "6.5",
     "Greedy decoding without teacher forcing",
     _check_greedy,
+    answer="greedy",
     solution=_greedy_solution,
     mistakes=[
         Mistake("decodes from BOS alone", _greedy_bos_only, "every step's prediction reads only BOS"),
@@ -929,6 +934,7 @@ register(
     "6.6",
     "An evaluation loop",
     _check_accuracy,
+    answer="accuracy",
     solution=_accuracy_solution,
     mistakes=[
         Mistake("left in train mode", _accuracy_in_train_mode, "ran in TRAINING mode"),

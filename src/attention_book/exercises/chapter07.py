@@ -122,6 +122,7 @@ register(
     "7.1",
     "Mean pooling with a padding mask",
     _check_mean_pool,
+    answer="mean_pool",
     solution=_mean_pool_solution,
     mistakes=[
         Mistake(
@@ -272,6 +273,7 @@ register(
     "7.2",
     "A classification head on an encoder",
     _check_classifier,
+    answer="SentenceClassifier",
     solution=_ClassifierSolution,
     mistakes=[
         Mistake("no padding mask for the encoder", _ClassifierWithoutMaskInEncoder, "pass padding_mask to the encoder"),
@@ -448,6 +450,7 @@ register(
     "7.3",
     "Pick the best layer for frozen features",
     _check_best_layer,
+    answer="best_layer",
     solution=_best_layer_solution,
     mistakes=[
         Mistake("judged by training accuracy", _best_by_training_accuracy, "accuracy on the TRAINING features"),
