@@ -1,8 +1,10 @@
 """attention_book: the reference implementation behind "Attention, from the ground up".
 
-The package is built in four floors; each imports only from the floors below it (a test,
+The package is built in five floors; each imports only from the floors below it (a test,
 ``tests/book/test_layout.py``, checks this with ``ast``):
 
+5. grading: ``grade`` (a class's notebooks graded by the exercises' checkers, run apart from the
+   student's code; ``python -m attention_book.grade``), imported by no chapter;
 4. tools: ``widgets`` (live attention views) and ``exercises`` (checkers);
 3. analysis and presentation: ``analysis`` (measurements, formatting, the heatmap) and
    ``figures`` (one module per chapter, imported only by its chapter);
@@ -33,6 +35,7 @@ module             what it holds                                           chapt
 ``figures``        chapter-specific figures, one module per chapter        1-7
 ``widgets``        live views of attention (ipywidgets)                    1-7
 ``exercises``      the checkers behind ``check("N.M", answer)``            1-7
+``grade``          grading a class's student notebooks (instructors)       1-7
 ``device``         which device to compute on                              all
 =================  ======================================================  =======
 """

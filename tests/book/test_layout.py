@@ -9,7 +9,8 @@ become the edges of an import graph. The floors (see attention_book/__init__.py)
    ``positional``, ``layers``, ``transformer``, ``decoding``, ``pretrained``;
 2. ``data.*`` and ``training.*``;
 3. ``analysis.*`` and ``figures.*``;
-4. ``widgets.*`` and ``exercises.*``.
+4. ``widgets.*`` and ``exercises.*``;
+5. ``grade.*`` (grading a class's notebooks with the exercises' checkers).
 
 A module may import only from its own floor or those below. A package's ``__init__.py``
 only re-exports, so it may import anything; a module that imports a package's
@@ -46,6 +47,7 @@ FLOOR_OF = {
     "data": 2, "training": 2,
     "analysis": 3, "figures": 3,
     "widgets": 4, "exercises": 4,
+    "grade": 5,
 }  # fmt: skip
 FLOOR_NAMES = {
     0: "foundations",
@@ -53,6 +55,7 @@ FLOOR_NAMES = {
     2: "data and training",
     3: "analysis and figures",
     4: "widgets and exercises",
+    5: "grading",
 }
 
 # Import names whose distribution is not named like them (used when the package is not installed here).

@@ -1,4 +1,4 @@
-"""Grading a class: ``python -m attention_book.grade --out gradebook.csv SUBMISSION...``.
+"""Grading a class's notebooks of chapters 1-7: ``python -m attention_book.grade --out gradebook.csv SUBMISSION...``.
 
 A submitted notebook is data, never trusted code for grading: its cells run in a process of their
 own, and every exercise's answer (found by the name the exercise registry gives it) is judged in

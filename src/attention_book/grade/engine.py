@@ -1,4 +1,4 @@
-"""Grade one submission: read it, run its cells, check every exercise, and say so row by row."""
+"""Grade one submission of any chapter: read it, run its cells, check every exercise, and say so row by row."""
 
 from __future__ import annotations
 

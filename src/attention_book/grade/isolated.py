@@ -1,4 +1,5 @@
-"""One check in a fresh Python process, for a check cell that runs inside the student's kernel.
+"""One check in a fresh Python process, for a check cell that runs inside the student's kernel
+(the nbgrader course of every chapter).
 
 nbgrader's autograder runs a notebook's test cells in the same kernel as the student's cells, so a
 cell that redefined ``check`` or patched ``attention_book.exercises`` there would change its verdict.

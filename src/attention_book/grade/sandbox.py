@@ -1,4 +1,5 @@
-"""Where a submission's code runs: forked processes, each with limits, none of them the grader.
+"""Where a submission's code runs: forked processes, each with limits, none of them the grader
+(for every chapter's student notebook).
 
 A grading worker imports torch and the exercise registry once, never runs a student's code, and
 forks for every submission:

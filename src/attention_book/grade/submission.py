@@ -121,6 +121,18 @@ def _import_lines(source: str) -> list[str]:
     ]
 
 
+def only_checks(source: str) -> bool:
+    """Whether a cell only calls ``check(...)`` or ``summary(...)``: the grader skips such cells (it
+    checks every answer itself), so an answer that never returns costs its check's time once."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    calls = [node.value for node in tree.body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)]
+    named = [call for call in calls if isinstance(call.func, ast.Name) and call.func.id in {"check", "summary"}]
+    return bool(tree.body) and len(named) == len(tree.body)
+
+
 def _section_start(cells: list[dict]) -> int | None:
     """The index of the Exercises heading, else of the first exercise heading, else None."""
     for pattern in (SECTION_HEADING, EXERCISE_HEADING):
@@ -132,7 +144,8 @@ def _section_start(cells: list[dict]) -> int | None:
 
 def code_to_run(notebook: dict) -> list[tuple[int, str]]:
     """(cell number, source) of what the grader runs: the import lines of the code cells before the
-    Exercises section (the setup cell excepted) as one cell, then every code cell of the section."""
+    Exercises section (the setup cell excepted) as one cell, then every code cell of the section
+    but those that only call ``check`` or ``summary``."""
     cells = _cells(notebook)
     start = _section_start(cells)
     if start is None:
@@ -144,7 +157,7 @@ def code_to_run(notebook: dict) -> list[tuple[int, str]]:
             imports.extend(line for line in _import_lines(cell_source(cell)) if line not in imports)
     run = [(-1, "\n".join(imports))] if imports else []
     for index, cell in enumerate(cells[start:], start=start):
-        if cell.get("cell_type") == "code" and cell_source(cell).strip():
+        if cell.get("cell_type") == "code" and cell_source(cell).strip() and not only_checks(cell_source(cell)):
             run.append((index, cell_source(cell)))
     return run
 
