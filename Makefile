@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUILD_DIR := _build
 
-.PHONY: help setup book test lint format lab exercises bench seeds study clean node browser
+.PHONY: help setup book test lint format lab exercises classroom bench seeds study clean node browser
 
 help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
@@ -25,6 +25,7 @@ help:
 	@echo "make format     fix what ruff can fix and format the code (not the chapters)"
 	@echo "make lab        open the chapters in JupyterLab (their Colab edition, notebooks/colab/)"
 	@echo "make exercises  regenerate notebooks/colab/ and notebooks/exercises/ from the chapters"
+	@echo "make classroom  a GitHub Classroom assignment template per chapter -> $(BUILD_DIR)/classroom/ (CHAPTER=N: one)"
 	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
 	@echo "make seeds      train every seed of chapters 4 and 6 and store them in the package (minutes)"
 	@echo "make study      run chapter 7's transfer study and store it in the package (hours)"
@@ -92,6 +93,11 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff check --fix $(LINTED)
 	$(BIN)/ruff format $(LINTED)
+
+# One GitHub Classroom assignment template per chapter (CHAPTER=1 for one): the student notebook, a README,
+# requirements.txt and .github/workflows/classroom.yml, which grades every push and reports the points.
+classroom: $(STAMP)
+	$(PY) tools/notebooks/classroom_template.py --out $(BUILD_DIR)/classroom $(CHAPTER)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
