@@ -648,6 +648,10 @@ def write_report(results: dict, out: Path) -> None:
         lines += attention_lines(results)
     if "memory" in results:
         lines += memory_lines(results)
+    if "grading" in results:
+        from grading import grading_lines  # benchmarks/grading.py
+
+        lines += grading_lines(results)
     if "gpu" in results:
         lines += gpu_lines(results["gpu"])
     out.mkdir(parents=True, exist_ok=True)
@@ -680,7 +684,7 @@ def merge_gpu_results(path: Path, out: Path) -> dict:
     return results
 
 
-SECTIONS = ("attention", "memory", "widgets", "training", "chapters", "book")
+SECTIONS = ("attention", "memory", "widgets", "training", "chapters", "book", "grading")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -744,6 +748,10 @@ def main(argv: list[str] | None = None) -> dict:
         results["chapters"] = bench_chapters()
     if "book" in sections:
         results["book"] = bench_book()
+    if "grading" in sections:
+        from grading import bench_grading  # benchmarks/grading.py
+
+        results["grading"] = bench_grading(count=200 if not args.smoke else 4)
     results["measured"] = {section: results["machine"]["date"] for section in sections}
     previous = args.out / "results.json"
     if args.only and previous.exists():  # keep the sections not measured this time, with their dates

@@ -48,5 +48,11 @@ def test_nbval_and_the_grader_agree_on_a_half_done_notebook(tmp_path):
     not_passed_by_grader = {row.exercise for row in rows if row.status != "passed"}
     assert failing_under_nbval == not_passed_by_grader == {"1.2", "1.4", "1.5"}
     statuses = {row.exercise: row.status for row in rows}
-    assert statuses == {"1.1": "passed", "1.2": "not attempted", "1.3": "passed", "1.4": "failed", "1.5": "not attempted"}
+    assert statuses == {
+        "1.1": "passed",
+        "1.2": "not attempted",
+        "1.3": "passed",
+        "1.4": "failed",
+        "1.5": "not attempted",
+    }
     assert json.loads(path.read_text()) == notebook  # the grader never writes to a submission
