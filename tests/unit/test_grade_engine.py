@@ -234,3 +234,11 @@ def test_a_name_left_undefined_by_a_failing_cell_is_an_error_naming_that_cell(tm
     assert rows["1.1"].status == "error" and "ModuleNotFoundError" in rows["1.1"].feedback
     assert "`scores_and_weights` is not defined" in rows["1.1"].feedback
     assert rows["1.2"].status == "passed"
+
+
+def test_the_same_notebook_gets_the_same_rows_on_every_run(tmp_path):
+    notebook = with_cell(solved(only={0, 1, 3}), "import torch\ntorch.manual_seed(1234)\ndef scaling_matters(d_k):\n    return None\n", after=2)  # fmt: skip
+    first, second = grade(tmp_path, notebook), grade(tmp_path, notebook, name="again.ipynb")
+    assert [(row.exercise, row.status, row.feedback) for row in first] == [
+        (row.exercise, row.status, row.feedback) for row in second
+    ]
