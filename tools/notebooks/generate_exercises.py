@@ -324,6 +324,9 @@ def banner_source(number: int, chapter_path: str, exercise_path: str) -> str:
             "comparing, so pytest fails once for every exercise that does not pass yet, and passes when all",
             "of them do. In its report the line starting with ✗ is what your answer printed, with the",
             "hint; the line starting with ✓ is the passing line it expects.",
+            "",
+            "**If your course grades this notebook**, the grader runs your import lines and the Exercises",
+            "section, not the chapter's experiments: define everything an answer needs in the exercise's cells.",
         ]
     )
 
@@ -408,6 +411,8 @@ def exercise_notebook(chapter, chapter_path: str, exercise_path: str):
     cells.insert(after, banner)
     # Widget state belongs to outputs that no longer exist.
     notebook.metadata.pop("widgets", None)
+    # The grader (attention_book.grade) reads the chapter from here first, whatever the file is called.
+    notebook.metadata["attention_book"] = {"chapter": number}
     # Colab and Jupyter open the student notebooks: answers folded, citations and terms as links,
     # every link and image absolute (the badge's image included).
     try:
