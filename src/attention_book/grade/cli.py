@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.workers < 1 or arguments.timeout <= 0 or arguments.memory_mb < 64:
         parser().error("--workers must be at least 1, --timeout above 0 and --memory-mb at least 64")
     if not hasattr(os, "fork"):
-        parser().error("grading forks a process per notebook: run it on Linux or macOS (on Windows, in WSL)")
+        parser().error("grading forks a process per notebook: run it on Linux (on Windows, in WSL)")
     submissions = find_submissions(arguments.submissions)
     if not submissions:
         parser().error(f"no notebooks found in {' '.join(arguments.submissions)}")
