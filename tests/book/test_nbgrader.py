@@ -164,6 +164,12 @@ def test_a_chapter_that_breaks_the_pattern_is_named_with_its_cell():
         course.course_notebook(student, chapter, 2, "x.ipynb")
 
 
+def test_the_script_refuses_a_chapter_that_does_not_exist_and_writes_nothing(tmp_path, capsys):
+    assert course.main([str(tmp_path / "course"), "--chapter", "3", "--chapter", "9"]) == 1
+    assert "no chapter 9 in" in capsys.readouterr().err
+    assert not (tmp_path / "course").exists()
+
+
 # ---------------------------------------------------------------------------------
 # End to end: nbgrader generate_assignment and autograde, against attention_book.grade
 

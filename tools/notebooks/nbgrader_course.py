@@ -261,8 +261,8 @@ def course_files(chapter_dir: Path, exercise_dir: Path, numbers: list[int] | Non
         path for path in generate.chapters(chapter_dir) if not numbers or generate.chapter_number(path) in numbers
     ]
     if numbers and len(chosen) != len(set(numbers)):
-        found = sorted(generate.chapter_number(path) for path in chosen)
-        raise CourseError(f"chapters {sorted(set(numbers))} asked for, but {chapter_dir} has only {found} of them")
+        missing = sorted(set(numbers) - {generate.chapter_number(path) for path in chosen})
+        raise CourseError(f"no chapter {', '.join(map(str, missing))} in {chapter_dir}")
     for chapter_path in chosen:
         student_path = exercise_dir / chapter_path.name
         if not student_path.is_file():
