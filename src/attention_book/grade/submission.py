@@ -121,16 +121,30 @@ def _import_lines(source: str) -> list[str]:
     ]
 
 
+CHECK_CALLS = {"check", "summary", "assert_passes"}
+
+
+def _a_check(node: ast.stmt) -> bool:
+    """A statement of a check cell: a call of check, summary or assert_passes (the nbgrader course's
+    test cells), or the import of assert_passes that such a test cell starts with."""
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        return isinstance(node.value.func, ast.Name) and node.value.func.id in CHECK_CALLS
+    if isinstance(node, ast.ImportFrom):
+        return (node.module or "").startswith("attention_book.grade") and all(
+            alias.name == "assert_passes" for alias in node.names
+        )
+    return False
+
+
 def only_checks(source: str) -> bool:
-    """Whether a cell only calls ``check(...)`` or ``summary(...)``: the grader skips such cells (it
-    checks every answer itself), so an answer that never returns costs its check's time once."""
+    """Whether a cell only checks answers (``check``, ``summary``, or an nbgrader test cell's
+    ``assert_passes``): the grader skips such cells, as it checks every answer itself, so an answer
+    that never returns costs its check's time once."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return False
-    calls = [node.value for node in tree.body if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)]
-    named = [call for call in calls if isinstance(call.func, ast.Name) and call.func.id in {"check", "summary"}]
-    return bool(tree.body) and len(named) == len(tree.body)
+    return bool(tree.body) and all(_a_check(node) for node in tree.body)
 
 
 def _section_start(cells: list[dict]) -> int | None:
