@@ -7,8 +7,11 @@ The grader runs its cells in a forked process of its own, so these tests take ab
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attention_book.grade import COLUMNS, STATUSES, Limits, grade_file
 from attention_book.grade.submission import find_chapter
@@ -242,3 +245,28 @@ def test_the_same_notebook_gets_the_same_rows_on_every_run(tmp_path):
     assert [(row.exercise, row.status, row.feedback) for row in first] == [
         (row.exercise, row.status, row.feedback) for row in second
     ]
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4),
+    max_leaves=20,
+)
+cells = st.lists(
+    st.fixed_dictionaries(
+        {"cell_type": st.sampled_from(["code", "markdown", 3, None]), "source": json_values | st.just("## Exercises")},
+        optional={"metadata": json_values},
+    ),
+    max_size=5,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(notebook=st.fixed_dictionaries({"cells": cells}, optional={"metadata": json_values}))
+def test_reading_any_json_shaped_like_a_notebook_never_raises_anything_but_a_submission_error(notebook):
+    from attention_book.grade.submission import SubmissionError, read_submission
+
+    try:
+        read_submission(Path("x.ipynb"), json.dumps(notebook).encode())
+    except SubmissionError:
+        pass

@@ -71,6 +71,8 @@ def grade_file(
         submission = read_submission(path, data, chapter=chapter)
     except SubmissionError as error:
         return _file_rows(name, sha, chapter or "", str(error))
+    except Exception as error:  # a notebook shaped in a way no rule above foresaw: one row, never a crash
+        return _file_rows(name, sha, chapter or "", f"the grader could not read this notebook ({type(error).__name__}: {error})")  # fmt: skip
     if not submission.cells:
         return [_row(name, sha, exercise_id, "not attempted", "the notebook has no code cells") for exercise_id in submission.exercises]  # fmt: skip
     folder = Path(tempfile.mkdtemp(prefix="attention-book-grade-"))

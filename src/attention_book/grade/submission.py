@@ -95,7 +95,8 @@ def find_chapter(notebook: dict) -> str | None:
     notebooks carry), else the chapter most of its exercise headings and check calls name."""
     chapters = known_chapters()
     metadata = notebook.get("metadata")
-    declared = metadata.get("attention_book", {}).get("chapter") if isinstance(metadata, dict) else None
+    ours = metadata.get("attention_book") if isinstance(metadata, dict) else None
+    declared = ours.get("chapter") if isinstance(ours, dict) else None
     if declared is not None and str(declared) in chapters:
         return str(declared)
     votes: Counter[str] = Counter()
