@@ -3,6 +3,7 @@
 import math
 
 import pytest
+import torch
 from torch import nn
 
 from attention_book.analysis.cost import attention_cost, loglog_slope, parameter_count, time_attention
@@ -57,9 +58,27 @@ def test_layer_costs_count_vaswani_table_1_with_projections():
     assert costs["convolution (kernel 3)"] == {
         "multiply_adds": 3 * 128 * 64**2,
         "sequential_steps": 1,
-        "path_length": 64,
+        "path_length": 127,
     }
     assert layer_costs(1, 8)["convolution (kernel 3)"]["path_length"] == 0
+    assert layer_costs(128, 8, kernel_size=5)["convolution (kernel 5)"]["path_length"] == 64
+
+
+def test_convolution_path_is_the_layers_a_centred_kernel_needs_to_carry_the_first_token_to_the_last():
+    import torch.nn.functional as F
+
+    from attention_book.analysis.cost import layer_costs
+
+    for kernel_size in (3, 5, 7):
+        for T in (1, 2, 3, 8, 17, 64):
+            reach = torch.zeros(1, 1, T)  # (1, 1, T): which positions the first token reached
+            reach[..., 0] = 1
+            layers = 0
+            while reach[0, 0, -1] == 0:  # a centred kernel, padded as time_layers pads it
+                reach = F.max_pool1d(reach, kernel_size, stride=1, padding=kernel_size // 2)
+                layers += 1
+            name = f"convolution (kernel {kernel_size})"
+            assert layer_costs(T, 8, kernel_size)[name]["path_length"] == layers, (kernel_size, T)
 
 
 def test_attention_is_cheaper_than_an_lstm_exactly_below_two_and_a_half_d():
@@ -79,6 +98,8 @@ def test_layer_costs_reject_bad_sizes():
         layer_costs(0, 8)
     with pytest.raises(ValueError):
         layer_costs(8, 8, kernel_size=1)
+    with pytest.raises(ValueError, match="odd"):
+        layer_costs(8, 8, kernel_size=4)
 
 
 def test_time_layers_gives_one_positive_time_per_layer_and_length():

@@ -49,16 +49,21 @@ def layer_costs(T: int, d: int, kernel_size: int = 3) -> dict[str, dict[str, int
       one step; path 1;
     - simple RNN: ``x_t W_x + h_(t-1) W_h`` at every step, ``2 T d^2``; T steps; path T - 1;
     - LSTM: the same for each of its four gates, ``8 T d^2``; T steps; path T - 1;
-    - convolution whose kernel spans ``kernel_size`` tokens (d channels in and out):
-      ``kernel_size T d^2``; one step; a stack of ``ceil((T - 1) / (kernel_size - 1))``
-      layers before the first token reaches the last (Vaswani et al. call the kernel
-      width k; the book keeps k for keys).
+    - convolution whose kernel spans ``kernel_size`` tokens centred on each position (an
+      odd width, d channels in and out, as :func:`time_layers` times it):
+      ``kernel_size T d^2``; one step; each layer reaches ``(kernel_size - 1) / 2`` tokens
+      further on each side, so a stack of ``ceil(2 (T - 1) / (kernel_size - 1))`` layers
+      before the first token reaches the last (Vaswani et al. call the kernel width k; the
+      book keeps k for keys). A kernel that looks only back reaches ``kernel_size - 1``
+      tokens per layer and needs about half as many.
 
     Biases and elementwise work (tanh, softmax, gates) are left out, as in the paper.
     """
     require_count(T, "T")
     require_count(d, "d")
-    require_count(kernel_size, "kernel_size", 2)
+    require_count(kernel_size, "kernel_size", 3)
+    if kernel_size % 2 == 0:
+        raise ValueError(f"a centred kernel spans an odd number of tokens, but kernel_size={kernel_size}")
     return {
         "self-attention": {"multiply_adds": 3 * T * d * d + 2 * T * T * d, "sequential_steps": 1, "path_length": 1},
         "simple RNN": {"multiply_adds": 2 * T * d * d, "sequential_steps": T, "path_length": T - 1},
@@ -66,7 +71,7 @@ def layer_costs(T: int, d: int, kernel_size: int = 3) -> dict[str, dict[str, int
         f"convolution (kernel {kernel_size})": {
             "multiply_adds": kernel_size * T * d * d,
             "sequential_steps": 1,
-            "path_length": math.ceil((T - 1) / (kernel_size - 1)),
+            "path_length": math.ceil(2 * (T - 1) / (kernel_size - 1)),
         },
     }
 
@@ -78,7 +83,8 @@ def time_layers(
 
     One sequence of T random tokens of width d, no gradients: self-attention with its Q, K,
     V projections (one ``nn.Linear(d, 3 d)``, then :func:`scaled_dot_product_attention`),
-    PyTorch's ``nn.RNN`` (tanh) and ``nn.LSTM``, and ``nn.Conv1d`` with ``kernel_size``.
+    PyTorch's ``nn.RNN`` (tanh) and ``nn.LSTM``, and ``nn.Conv1d`` with ``kernel_size``,
+    centred (``padding=kernel_size // 2``).
     Each is timed ``repeats`` times after one untimed warm-up call and the fastest run
     is kept. Timings differ from run to run and machine to machine.
     """
