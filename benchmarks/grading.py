@@ -57,11 +57,14 @@ def _cells_own_time(name: str) -> float:
     from tests.unit.grade_support import solved
 
     notebook = solved(name)
+    handle = tempfile.NamedTemporaryFile("w", suffix=".ipynb", delete=False)
+    with handle:
+        json.dump(notebook, handle)
     script = f"""
 import json, time, sys
 sys.path.insert(0, {str(ROOT)!r})
 from attention_book.grade.submission import code_to_run, cell_source, _section_start
-notebook = json.loads({json.dumps(json.dumps(notebook))})
+notebook = json.load(open({handle.name!r}))
 cells = [c for c in notebook["cells"] if isinstance(c, dict)]
 start = _section_start(cells)
 imports = code_to_run(notebook)[0][1]
@@ -73,7 +76,10 @@ for source in sources:
 print(json.dumps(time.perf_counter() - begin))
 """
     read_notebook(json.dumps(notebook).encode())  # the notebook is one the grader reads
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    try:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT)
+    finally:
+        Path(handle.name).unlink()
     return float(done.stdout.strip().splitlines()[-1])
 
 
