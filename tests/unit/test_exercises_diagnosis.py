@@ -156,7 +156,11 @@ def test_an_exception_names_the_students_line_and_its_likely_cause(capsys):
     line = capsys.readouterr().out
     assert line.count("\n") == 1
     assert "raised RuntimeError in attention(), line 3 of your cell `S = Q @ K / math.sqrt(d_k)`" in line
-    assert "Likely cause: a (batched) matrix product whose inner sizes do not match" in line
+    assert (
+        "Likely cause: `Q @ K` multiplies Q (2 (= batch), 4 (= T_q), 5 (= d_k)) by K (2 (= batch), 6 (= T_k), 5 (= d_k))"
+        in line
+    )
+    assert "transpose K: Q @ K.transpose(-2, -1)" in line
 
 
 def test_an_exception_in_a_file_names_the_file():

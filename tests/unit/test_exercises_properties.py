@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from attention_book.exercises import FAIL_MARK, REGISTRY, check, load_all
+from attention_book.exercises.chapter01 import _influence_variant
 from tests.unit import test_exercises_student_answers as catalogue
 
 load_all()
@@ -38,6 +39,23 @@ def registered(exercise_id: str, name: str):
 def _weights_of_sorted_scores(query, keys):
     scores = keys @ query / math.sqrt(len(query))
     return scores, torch.softmax(scores.sort().values, dim=-1)  # the weights no longer line up with the keys
+
+
+def _dropout_attention(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        S = S.masked_fill(~mask, float("-inf"))
+    A = torch.nn.functional.dropout(torch.softmax(S, dim=-1), p=0.2)
+    return A @ V, A
+
+
+def _normalised_sigmoid_attention(Q, K, V, mask=None):
+    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    A = torch.sigmoid(S)
+    if mask is not None:
+        A = A * mask
+    A = A / A.sum(dim=-1, keepdim=True)  # rows sum to 1, but the weights are not exp(score) / sum
+    return A @ V, A
 
 
 def _first_sequence_keys(Q, K, V, mask=None):
@@ -87,12 +105,11 @@ CASES = [
     ("0.1", "the scale", registered("0.1", "no sqrt(d_k) scale")),
     ("1.1", "the pair", student("1.1", "returned (weights, scores)")),
     ("1.1", "the scores", registered("1.1", "divided by d_k")),
-    ("1.1", "the softmax axis", student("1.1", "sigmoid")),
-    ("1.1", "the softmax (", student("1.1", "softmax of minus the scores")),
-    ("1.1", "the scale", student("1.1", "scaled twice")),
     ("1.1", "the weights are the softmax of the scores", _weights_of_sorted_scores),
+    ("1.2", "the pair (H, A)", registered("1.2", "returned (A, H)")),
+    ("1.2", "no randomness", _dropout_attention),
     ("1.2", "the softmax axis", registered("1.2", "softmax over the queries")),
-    ("1.2", "the softmax (", registered("1.2", "returned (A, H)")),
+    ("1.2", "the softmax (", _normalised_sigmoid_attention),
     ("1.2", "the scale", registered("1.2", "divided by d_k")),
     ("1.2", "the mask", student("1.2", "masked scores set to 0")),
     ("1.2", "the output H = A V", _doubled_output),
@@ -102,8 +119,12 @@ CASES = [
     ("1.3", "the scale keeps it close", student("1.3", "gap on the upper bound")),
     ("1.4", "the softmax axis", registered("1.4", "softmax over the queries")),
     ("1.4", "the additive score", registered("1.4", "no tanh")),
+    ("1.4", "the pair (H, A)", lambda *args: registered("1.4", "no tanh")(*args)[::-1]),
+    ("1.5", "the order of the entries", registered("1.5", "reversed")),
     ("1.5", "relative to the last token", registered("1.5", "relative to the first token")),
-    ("1.5", "the chain rule through the recurrence", registered("1.5", "no tanh")),
+    ("1.5", "the recurrence", registered("1.5", "no tanh")),
+    ("1.5", "what is differentiated", lambda x, W_x, W_h: _influence_variant(x, W_x, W_h, out="norm")),
+    ("1.5", "the chain rule through the recurrence", student("1.5", "state updated without W_h")),
     ("1.5", "the size of a gradient", student("1.5", "absolute sum of the gradient")),
     ("1.4", "the output H = A V", student("1.4", "keys averaged instead of values")),
     ("2.1", "the sources", student("2.1", "queries from the memory")),
@@ -240,9 +261,22 @@ def test_a_missing_axis_is_named(capsys):
 
 
 def test_a_broadcasting_error_names_the_sizes_on_the_axis_that_differs(capsys):
+    def added_on_the_wrong_axis(x_query, x_memory, W_Q, W_K, W_V):
+        bias = torch.ones(x_query.shape[0] + 1)
+        return x_query @ W_Q + bias, None
+
+    assert not check("2.1", added_on_the_wrong_axis)
+    line = capsys.readouterr().out
+    assert "two tensors do not broadcast: on axis 1 of the result one holds" in line, line
+
+
+def test_a_transpose_that_crashes_on_a_batch_names_the_transpose_to_write(capsys):
+    """Issue 45: K.T on a batched K reverses every axis; the hint maps the crash to that operand and says which
+    transpose to write."""
     assert not check("1.2", student("1.2", "K.T on a batch"))
     line = capsys.readouterr().out
-    assert "one holds 2 (= batch) and the other 5 (= d_k)" in line, line
+    assert "`K.T` turns K (2 (= batch), 6 (= T_k), 5 (= d_k)) into (5 (= d_k), 6 (= T_k), 2 (= batch))" in line, line
+    assert "Write K.transpose(-2, -1)" in line, line
 
 
 def test_check_gives_back_the_grad_mode(capsys):

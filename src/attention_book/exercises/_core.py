@@ -320,7 +320,7 @@ def evaluate(exercise_id: str, answer: Any) -> Outcome:
     line = _one_line(f"{mark} {label}: {hint}")
     if crashed:
         line = line[:1000]
-    return Outcome(exercise.id, status, line, line[len(f"{mark} {label}: ") :])
+    return Outcome(exercise.id, status, line, hint=line[len(f"{mark} {label}: ") :])
 
 
 def check(exercise_id: str, answer: Any) -> CheckResult:
@@ -388,6 +388,19 @@ LIKELY_CAUSES: list[tuple[str, str]] = [
         "dimension out of range",
         "an axis that this tensor does not have: count its dimensions (x.dim()) "
         "and use negative axes (-1 = last) where the batch axes vary",
+    ),
+    (
+        "boolean value of tensor with more than one value is ambiguous",
+        "a tensor used as True/False (`if mask:`, `and`, `or`): to ask whether an optional argument was given, "
+        "write `if mask is not None:`; to ask about its entries, use .any() or .all()",
+    ),
+    (
+        "grad can be implicitly created only for scalar outputs",
+        "autograd differentiates one number: backpropagate from a sum (state.sum()), not from a vector",
+    ),
+    (
+        "t() expects a tensor with <= 2 dimensions",
+        "t() only transposes a matrix; on a tensor with a batch axis write .transpose(-2, -1) to swap the last two axes",
     ),
     ("expected scalar type", "two tensors of different dtypes: convert with .to(other.dtype) or .float()"),
     ("dtype", "a tensor of the wrong dtype: masks are torch.bool, token ids torch.long, the rest float"),
@@ -481,9 +494,23 @@ def _shapes_explained(text: str) -> str | None:
     return None
 
 
+def _is_library(filename: str) -> bool:
+    if filename.startswith("<"):
+        return False
+    resolved = str(Path(filename).resolve())
+    return resolved.startswith(_PACKAGE_DIR) or resolved.startswith(_LIBRARY_DIRS)
+
+
 def likely_cause(error: BaseException) -> str | None:
-    """The likely cause of an exception from the student's code, from its type and message."""
+    """The likely cause of an exception from the student's code, from its type and message: first the
+    repair its line needs (:func:`._crashes.shape_fix`: which transpose, axis or operand), then the
+    shapes explained, then the message's usual cause."""
+    from ._crashes import shape_fix
+
     text = str(error).lower()
+    fix = shape_fix(error, _is_library, _size)
+    if fix:
+        return fix
     explained = _shapes_explained(text)
     if explained:
         return explained
@@ -689,6 +716,17 @@ def require_tensor_like(
                 and _close(got, wrong, atol=1e-5, rtol=1e-4)
             ):
                 raise ExerciseFailure(f"{what} is wrong: {hint}")
+        if (
+            not got.is_floating_point()
+            and got.dtype != torch.bool
+            and expected.is_floating_point()
+            and got.dim() < expected.dim()
+        ):
+            raise ExerciseFailure(
+                f"{what} should be a tensor of shape {tuple(expected.shape)}, but you returned whole numbers of shape "
+                f"{tuple(got.shape)}: an index (from argmax?), the position of the largest value, where a value for "
+                "every position belongs"
+            )
         story = _axes_story(tuple(got.shape), tuple(expected.shape), axes) if axes else ""
         raise ExerciseFailure(
             f"{what} has shape {tuple(got.shape)} but should have shape {tuple(expected.shape)}"
@@ -823,6 +861,26 @@ def diagnose(
     """
     known = {hint: wrong for hint, wrong in (known_mistakes or {}).items() if isinstance(wrong, torch.Tensor)}
     original_dtype = got.dtype if isinstance(got, torch.Tensor) else None
+    if (
+        isinstance(got, torch.Tensor)
+        and got.dim() >= 2
+        and expected.dim() >= 2
+        and got.shape != expected.shape
+        and got.shape == expected.transpose(-2, -1).shape
+        and not any(
+            isinstance(w, torch.Tensor)
+            and w.shape == got.shape
+            and _close(got.detach().to(w.dtype), w, atol=atol, rtol=rtol)
+            for w in known.values()
+        )
+        and _close(got.detach().to(expected.dtype), expected.transpose(-2, -1), atol=atol, rtol=rtol)
+        and not _close(got.detach().to(expected.dtype), expected.reshape(got.shape), atol=atol, rtol=rtol)
+    ):
+        raise ExerciseFailure(
+            f"{what} holds the right numbers with its last two axes swapped (shape {tuple(got.shape)}, not "
+            f"{tuple(expected.shape)}): in a product write the operands the other way round (weights on the left, "
+            "as in H = A @ V), or transpose the result"
+        )
     got = require_tensor_like(got, expected, what, known_mistakes=known, axes=axes)
     if _close(got, expected, atol=atol, rtol=rtol):
         return

@@ -39,6 +39,18 @@ def softmax_axis_probe(weights_of: Callable, T_q: int = 3, T_k: int = 5, d: int 
         rows = A.sum(dim=-1)
         if torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
             return None
+        if (A <= 1e-9).all() and torch.allclose(A.exp().sum(dim=-1), torch.ones_like(rows), atol=1e-4):
+            return (
+                "your weights are all negative and their exponentials sum to 1 in each row: they are log-probabilities "
+                "(log_softmax). Use torch.softmax, whose weights are positive and sum to 1"
+            )
+        raw = Q.double() @ K.double().T
+        for scores, name in ((raw / math.sqrt(d), "q.k / sqrt(d_k)"), (raw, "q.k")):
+            if torch.allclose(A, scores, atol=1e-4, rtol=1e-4):
+                return (
+                    f"your weights are the scores {name} themselves (rows summing to {_fmt(rows)}): these are the scores, "
+                    "not the weights; turn them into weights with a softmax over the keys, A = softmax(S, dim=-1)"
+                )
         columns = A.sum(dim=-2)
         if torch.allclose(columns, torch.ones_like(columns), atol=1e-4):
             return (
@@ -61,6 +73,70 @@ def softmax_axis_probe(weights_of: Callable, T_q: int = 3, T_k: int = 5, d: int 
             f"{rows[worst]:.3f} over the keys, not 1{negative}: the weights are a softmax of the scores along the keys "
             "(exponentiate, then divide by each row's sum), so they are positive and each row sums to 1"
         )
+
+    return probe
+
+
+def determinism_probe(run: Callable) -> Callable:
+    """``run(answer)`` calls the answer on fixed inputs: two calls must give the same tensors (no dropout left on)."""
+
+    def probe(answer) -> str | None:
+        first, second = run(answer), run(answer)
+        firsts = first if isinstance(first, (tuple, list)) else (first,)
+        seconds = second if isinstance(second, (tuple, list)) else (second,)
+        for a, b in zip(firsts, seconds):
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
+                if a.is_floating_point() and not torch.allclose(a.double(), b.double(), atol=1e-6, equal_nan=True):
+                    return (
+                        "two calls with the same inputs gave different results (by up to "
+                        f"{float((a.double() - b.double()).abs().nan_to_num(0).max()):.3g}): something random is on, "
+                        "such as dropout (F.dropout and nn.Dropout drop at random unless told otherwise). The exercise "
+                        "has no dropout: take it out"
+                    )
+        return None
+
+    return probe
+
+
+def output_pair_probe(run: Callable) -> Callable:
+    """``run(answer) -> (returned, values)``: the answer's return value on inputs with T_q, T_k and d_v all different,
+    and the values V (T_k, d_v) it was given. The pair must be (H, A): the output (T_q, d_v), then the weights
+    (T_q, T_k)."""
+
+    def probe(answer) -> str | None:
+        returned, V = run(answer)
+        if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+            raise Inconclusive("not a pair")
+        first, second = returned
+        if not (isinstance(first, torch.Tensor) and isinstance(second, torch.Tensor)):
+            raise Inconclusive("not tensors")
+        T_k, d_v = V.shape[-2], V.shape[-1]
+        T_q = second.shape[-2] if second.dim() >= 2 else None
+        H_shape = (*second.shape[:-1], d_v)
+        A_like = lambda t: t.dim() >= 2 and t.shape[-1] == T_k
+        if A_like(first) and first.shape[:-1] == second.shape[:-1] and second.shape[-1] == d_v:
+            return (
+                f"the first tensor you return has the weights' shape {tuple(first.shape)} and the second the output's "
+                f"{tuple(second.shape)}: you returned (A, H); return (H, A), the output first"
+            )
+        if (
+            A_like(first)
+            and A_like(second)
+            and first.shape == second.shape
+            and torch.allclose(first.double(), second.double(), atol=1e-6)
+        ):
+            return (
+                f"you returned the weights A (shape {tuple(first.shape)}) where the output H belongs: multiply them by the "
+                f"values, H = A @ V (shape {H_shape})"
+            )
+        if T_q is not None and first.dim() >= 2 and first.shape[-2:] == (d_v, T_q) and d_v != T_q:
+            H = second.double() @ V.double()
+            if torch.allclose(first.double(), H.transpose(-2, -1), atol=1e-4):
+                return (
+                    f"your output has shape {tuple(first.shape)}: it is A V with its last two axes swapped (V^T A^T). "
+                    "Multiply with the weights on the left, H = A @ V"
+                )
+        return None
 
     return probe
 
@@ -126,6 +202,11 @@ def _describe_divisors(
             and close(D_large, math.sqrt(large))
         ):
             return f"that is sqrt({name}) = sqrt({value:g}) and sqrt({large:g}): divide by sqrt(d_k), the size of a query and key"
+    if close(D_small, d_small * math.sqrt(d_small)) and close(D_large, d_large * math.sqrt(d_large)):
+        return (
+            "that is d_k sqrt(d_k): a mean over the features already divides by d_k. The score is the dot product "
+            "(the SUM of q_i k_i), divided by sqrt(d_k)"
+        )
     if close(D_small, 1.0) and close(D_large, 1.0):
         return "the scores are not scaled at all: divide them by sqrt(d_k)"
     if close(D_small, float(d_small)) and close(D_large, float(d_large)):
@@ -183,6 +264,11 @@ def mask_probe(masked_weights_of: Callable, weights_of: Callable) -> Callable:
             raise Inconclusive("nan")
         blocked = A[~mask]
         allowed = A[mask]
+        if blocked.abs().max() > 1e-6 and torch.allclose(A, weights_of(answer, Q, K), atol=1e-6):
+            return (
+                f"your weights are the same with the mask {mask.int().tolist()} as without it: the mask is ignored. Set the "
+                "scores where the mask is False to -inf before the softmax"
+            )
         if blocked.abs().max() > 1e-6:
             if allowed.abs().max() < 1e-6:
                 return (

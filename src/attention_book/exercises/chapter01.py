@@ -40,7 +40,15 @@ from ._core import (
     register,
     require_tensor_like,
 )
-from ._probes import SCALE, _describe_divisors, _randn, attention_properties, values_probe
+from ._probes import (
+    SCALE,
+    _describe_divisors,
+    _randn,
+    attention_properties,
+    determinism_probe,
+    output_pair_probe,
+    values_probe,
+)
 
 # ---------------------------------------------------------------------------------
 # 1.1 Scores and weights of one query
@@ -454,10 +462,6 @@ def _scores_weights_of(answer, query, keys):
     return probe_tensor(scores, (keys.shape[0],)), probe_tensor(weights, (keys.shape[0],))
 
 
-def _one_query_weights_of(answer, Q, K):
-    return torch.stack([_scores_weights_of(answer, q, K)[1] for q in Q])
-
-
 def _pair_order_probe(answer):
     query, keys = _randn(41, 4), _randn(42, 5, 4)
     first, second = (probe_tensor(t, (5,)) for t in probe_pair(answer(query, keys)))
@@ -481,6 +485,13 @@ def _scores_scale_probe(answer):
         keys[0, 1], keys[1, 0], keys[2, 0], keys[2, 1] = 1.0, -1.0, 1.0, 1.0
         scores = _scores_weights_of(answer, query, keys)[0]
         shown = [round(float(v), 3) for v in scores]
+        dots = torch.tensor([0.0, -2.0, 2.0], dtype=torch.float64)
+        floored = torch.floor(dots / math.sqrt(d))
+        if torch.allclose(scores, floored) and not torch.allclose(floored, dots / math.sqrt(d)):
+            return (
+                f"keys whose dot products with the query are 0, -2 and 2 got the whole-number scores {shown} at d_k = {d}: "
+                "`//` is floor division and rounds down; divide with `/`"
+            )
         if (
             abs(float(scores[0])) > 1e-6
             or float(scores[2]) <= 0
@@ -500,12 +511,66 @@ def _scores_scale_probe(answer):
     )
 
 
+def _weights_variant(scores: torch.Tensor, weights: torch.Tensor, d_k: int | None = None) -> str | None:
+    """What the weights are, computed from the answer's own scores, when they are a familiar slip."""
+    close = lambda other: other.shape == weights.shape and torch.allclose(weights, other, atol=1e-5, rtol=1e-4)
+    if close(scores):
+        return "your weights are your scores: these are the scores, not the weights; return softmax(scores)"
+    if close(torch.log_softmax(scores, dim=-1)):
+        return "your weights are log_softmax of the scores (log-probabilities, all negative): use torch.softmax"
+    if close(scores / scores.sum()):
+        return "you divided the scores by their sum; weights come from a softmax (exponentiate, then divide by the sum)"
+    if close(torch.sigmoid(scores)):
+        return "your weights are sigmoid(scores), which do not sum to 1: use the softmax over the keys"
+    if close(scores.exp()):
+        return (
+            "your weights are exp(scores) without dividing by their sum: the softmax divides by the sum over the keys"
+        )
+    if close(torch.softmax(-scores, dim=-1)):
+        return "your weights are the softmax of MINUS the scores: the key with the larger score gets the larger weight"
+    one_hot = torch.zeros_like(scores)
+    one_hot[scores.argmax()] = 1.0
+    if close(one_hot):
+        return "these are one-hot weights (argmax): attention is soft, every key gets some weight, softmax(scores)"
+    if (weights > 0).all():
+        logits = torch.log(weights)
+        centred_logits, centred_scores = logits - logits.mean(), scores - scores.mean()
+        factor = float((centred_logits * centred_scores).sum() / (centred_scores**2).sum())
+        if abs(factor - 1) > 1e-3 and torch.allclose(centred_logits, factor * centred_scores, atol=1e-4):
+            d = d_k or 0
+            if d and abs(factor - math.sqrt(d)) < 1e-3 * math.sqrt(d):
+                return (
+                    f"your weights are the softmax of the UNSCALED scores (your scores times sqrt(d_k) = {factor:.4g}): "
+                    "apply the softmax to the scaled scores you return"
+                )
+            if d and abs(factor - 1 / math.sqrt(d)) < 1e-3:
+                return (
+                    f"your weights are the softmax of your scores divided by sqrt(d_k) again (times {factor:.4g}): the "
+                    "scores are scaled once; apply the softmax to the scores you return"
+                )
+            return (
+                f"your weights are the softmax of your scores times {factor:.4g}: a scale applied again (or undone) "
+                "between the scores and the weights. Apply the softmax to the scaled scores you return, once"
+            )
+    return None
+
+
 def _weights_follow_scores_probe(answer):
     query, keys = _randn(43, 6), _randn(44, 5, 6)
     scores, weights = _scores_weights_of(answer, query, keys)
     expected = torch.softmax(scores, dim=-1)
     if torch.allclose(weights, expected, atol=1e-5):
         return None
+    variant = _weights_variant(scores, weights, d_k=query.shape[0])
+    if variant:
+        return variant
+    total = float(weights.sum())
+    if abs(total - 1) > 1e-4:
+        negative = f" and some are negative (as low as {float(weights.min()):.3f})" if (weights < -1e-9).any() else ""
+        return (
+            f"your weights sum to {total:.3f}, not 1{negative}: a softmax exponentiates the scores and divides by the sum of "
+            "the exponentials over the keys, so the weights are positive and sum to 1"
+        )
     return (
         f"your weights {[round(float(v), 3) for v in weights]} are not the softmax of your scores "
         f"{[round(float(v), 3) for v in scores]} (that is {[round(float(v), 3) for v in expected]}): apply the softmax "
@@ -518,7 +583,8 @@ add_properties(
     [
         Property("the pair (scores, weights)", _pair_order_probe),
         Property("the scores " + SCALE[len("the scale ") :], _scores_scale_probe),
-        *attention_properties(_one_query_weights_of),
+        # With the scores right and the weights the softmax of the scores, the weights are right: the softmax axis,
+        # the softmax and the scale of the weights need no probes of their own here.
         Property("the weights are the softmax of the scores", _weights_follow_scores_probe),
     ],
 )
@@ -531,11 +597,17 @@ def _batched(answer, *, Q, K, V, mask=None):
 
 
 def _matrix_weights_of(answer, Q, K):
-    return _batched(answer, Q=Q, K=K, V=_randn(45, K.shape[0], 3))[1]
+    return _batched(answer, Q=Q, K=K, V=_randn(45, K.shape[0], 7))[1]  # d_v = 7: no other size of the probes
 
 
 def _matrix_masked_weights_of(answer, Q, K, mask):
-    return _batched(answer, Q=Q, K=K, V=_randn(45, K.shape[0], 3), mask=mask)[1]
+    return _batched(answer, Q=Q, K=K, V=_randn(45, K.shape[0], 7), mask=mask)[1]
+
+
+def _matrix_pair(answer):
+    """A batch of 1 with 3 queries, 5 keys and values of width 2, and the values."""
+    V = _randn(53, 1, 5, 2)
+    return answer(_randn(51, 1, 3, 4), _randn(52, 1, 5, 4), V), V
 
 
 def _matrix_output(answer, Q, K, V):
@@ -562,7 +634,11 @@ def _batch_probe(answer):
 add_properties(
     "1.2",
     [
-        *attention_properties(_matrix_weights_of, _matrix_masked_weights_of),
+        Property("the pair (H, A): the output first, then the weights", output_pair_probe(_matrix_pair)),
+        Property(
+            "no randomness (the same inputs give the same H and A)", determinism_probe(lambda a: _matrix_pair(a)[0])
+        ),
+        *attention_properties(_matrix_weights_of, _matrix_masked_weights_of, sizes=lambda d: {"d_v": 7}),
         Property(
             "the output H = A V (each output row averages the VALUE rows with that query's weights)",
             values_probe(_matrix_output),
@@ -649,7 +725,7 @@ def _top_weights(query: torch.Tensor, keys: torch.Tensor) -> tuple[float, float]
 
 def _check_scaling_matters(answer) -> None:
     generator = random_generator()
-    feasible = [512, 256, int(torch.randint(140, 2049, (), generator=generator)), 130]
+    feasible = [512, 256, int(torch.randint(140, 2049, (), generator=generator)), 130, 129]
     infeasible = [1, 16, 64, int(torch.randint(2, 128, (), generator=generator)), 128]
     for d_k in feasible:
         result = call(answer, d_k)
@@ -663,6 +739,16 @@ def _check_scaling_matters(answer) -> None:
                 f"return a pair (query, keys) or None, but for d_k={d_k} a {type(result).__name__} came back"
             )
         query, keys = result
+        if (
+            isinstance(query, torch.Tensor)
+            and isinstance(keys, torch.Tensor)
+            and tuple(query.shape) == (2, d_k)
+            and tuple(keys.shape) == (d_k,)
+        ):
+            raise ExerciseFailure(
+                f"for d_k={d_k} the first tensor you return has the keys' shape (2, {d_k}) and the second the query's "
+                f"({d_k},): you returned (keys, query); return (query, keys)"
+            )
         query = require_tensor_like(query, torch.zeros(d_k), f"the query (for d_k={d_k})")
         keys = require_tensor_like(
             keys, torch.zeros(2, d_k), f"the keys (for d_k={d_k}; exactly two keys, one per row)"
@@ -717,9 +803,26 @@ def _pair_for(answer, d_k):
     return probe_tensor(query, (d_k,)), probe_tensor(keys, (2, d_k))
 
 
+def _smallest_d_k_with_a_pair(answer) -> int | None:
+    """The smallest d_k from 1 to 140 for which the answer returns something other than None."""
+    return next((d_k for d_k in range(1, 141) if answer(d_k) is not None), None)
+
+
 def _none_exactly_when_impossible(answer):
-    for d_k in (512, 140, 16, 128):
+    for d_k in (512, 140, 16, 128, 129):
         result = answer(d_k)
+        if (result is None) == _feasible(d_k) and not (result is None and d_k >= 129):
+            smallest = _smallest_d_k_with_a_pair(answer)
+            if smallest == 12:
+                return (
+                    "you return a pair from d_k = 12 on, where d_k ln 1.5 first exceeds ln 99: the scores are divided "
+                    "by sqrt(d_k), not d_k, so a pair exists exactly when sqrt(d_k) ln 1.5 > ln 99, from d_k = 129"
+                )
+            if smallest == 1:
+                return (
+                    "you return a pair for every d_k, even d_k = 1: when sqrt(d_k) ln 1.5 <= ln 99 (d_k up to 128) the gap "
+                    "cannot be decisive without the scale and close with it, so return None"
+                )
         if (result is None) == _feasible(d_k):
             bound = math.sqrt(d_k) * math.log(SCALED_TOP / (1 - SCALED_TOP))
             return (
@@ -815,6 +918,7 @@ def _check_additive_attention(answer) -> None:
     # different sizes, which the additive score allows and the dot product does not.
     for d_q, d_k in ((5, 5), (3, 6)):
         T_q, T_k, d_v, d_a = 4, 7, 2, 8
+        name_sizes(T_q=T_q, T_k=T_k, d_v=d_v, d_a=d_a, d_q=d_q, d_k=d_k)
         queries = torch.randn(T_q, d_q, generator=generator)
         keys = torch.randn(T_k, d_k, generator=generator)
         values = torch.randn(T_k, d_v, generator=generator)
@@ -1000,43 +1104,86 @@ def _additive_output(answer, Q, K, V):
     return probe_tensor(H, (Q.shape[0], V.shape[1])), A, V.double()
 
 
+def _additive_pair(answer):
+    generator = torch.Generator().manual_seed(54)
+    V = _randn(55, 5, 2)
+    W_1, W_2, w = (
+        torch.randn(4, 6, generator=generator),
+        torch.randn(3, 6, generator=generator),
+        torch.randn(6, generator=generator),
+    )
+    return answer(_randn(56, 3, 4), _randn(57, 5, 3), V, W_1, W_2, w), V
+
+
+def _additive_score_variants(keys: torch.Tensor, w: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Key j's score under the formula and its usual slips, for a zero query and W_1 = W_2 = I."""
+    tanh = torch.tanh(keys)
+    return {
+        "": tanh @ w,
+        "yours are the sums themselves: put tanh around q_i W_1 + k_j W_2": keys @ w,
+        "you applied w before the tanh, tanh((q_i W_1 + k_j W_2) w): apply the tanh to the sum first, then take the "
+        "product with w, tanh(q_i W_1 + k_j W_2) @ w": torch.tanh(keys @ w),
+        "you summed the tanh's features instead of taking the product with w: the score is tanh(q_i W_1 + k_j W_2) @ w, "
+        "which weighs each feature by w": tanh.sum(dim=-1),
+        "you applied tanh again after the product with w: the score is tanh(q_i W_1 + k_j W_2) @ w, with no tanh "
+        "outside": torch.tanh(tanh @ w),
+        f"yours are divided by sqrt(d_a) = sqrt({w.shape[0]}): the additive score has no sqrt scale, its size is set by the "
+        "learned w": tanh @ w / math.sqrt(w.shape[0]),
+    }
+
+
 def _additive_score_probe(answer):
-    """W_1 = W_2 = I, w = e_0, a zero query: key j's score is tanh(k_j[0]) exactly, so the weights' log-ratios
-    to key 0 (k_0 = 0) must be tanh(0.5), tanh(1) and tanh(3)."""
-    keys = torch.zeros(4, 3)
-    keys[:, 0] = torch.tensor([0.0, 0.5, 1.0, 3.0])
+    """W_1 = W_2 = I, a zero query and w = (1, -0.5, 0.25): key j's score is tanh(k_j) @ w exactly, so the weights'
+    log-ratios to key 0 (k_0 = 0) must be those scores; the usual slips (no tanh, w before the tanh, a sum instead
+    of w, tanh twice, a sqrt scale) give other log-ratios, each named."""
+    keys = torch.tensor([[0.0, 0.0, 0.0], [0.5, 1.0, 0.0], [1.0, -2.0, 0.5], [3.0, 0.5, -1.0]])
     queries = torch.zeros(2, 3)
     queries[1, 1] = 1.0
-    w = torch.zeros(3)
-    w[0] = 1.0
+    w = torch.tensor([1.0, -0.5, 0.25])
     H, A = probe_pair(answer(queries, keys, _randn(49, 4, 2), torch.eye(3), torch.eye(3), w))
     A = probe_tensor(A, (2, 4))
-    if not torch.isfinite(A).all() or (A[0] <= 0).any():
+    raw = _additive_score_variants(keys, w)[""].double()
+    if torch.allclose(A[0], raw, atol=1e-5):
+        return (
+            f"with W_1 = W_2 = I, w = (1, -0.5, 0.25) and a zero query, your weights {[round(float(v), 3) for v in A[0]]} "
+            "are the scores tanh(k_j) @ w themselves: your A holds the scores; turn them into weights with a softmax over "
+            "the keys"
+        )
+    if (
+        not torch.isfinite(A).all()
+        or (A[0] <= 0).any()
+        or not torch.allclose(A.sum(-1), torch.ones(2, dtype=A.dtype), atol=1e-4)
+    ):
         raise Inconclusive("the softmax probes say more")
     seen = torch.log(A[0, 1:] / A[0, 0])
-    wanted = torch.tanh(keys[1:, 0].double())
-    if torch.allclose(seen, wanted, atol=1e-5):
+    variants = {cause: (scores[1:] - scores[0]).double() for cause, scores in _additive_score_variants(keys, w).items()}
+    if torch.allclose(seen, variants[""], atol=1e-5):
         return None
-    shown = [round(float(v), 3) for v in seen]
-    if torch.allclose(seen, keys[1:, 0].double(), atol=1e-5):
-        cause = "yours are the sums themselves: put tanh around q_i W_1 + k_j W_2"
-    else:
-        cause = "the score is tanh(q_i W_1 + k_j W_2) w: add the two projections, then tanh, then the product with w"
+    cause = next(
+        (cause for cause, ratios in variants.items() if cause and torch.allclose(seen, ratios, atol=1e-5)),
+        "the score is tanh(q_i W_1 + k_j W_2) w: add the two projections, then tanh, then the product with w",
+    )
+    if cause.startswith("the score is") and torch.allclose(seen, torch.zeros_like(seen), atol=1e-6):
+        cause = (
+            "every key gets the same weight when the query is 0, as with a product q_i W_1 * k_j W_2: the additive score "
+            "ADDS the two projections, tanh(q_i W_1 + k_j W_2) w"
+        )
     return (
-        f"with W_1 = W_2 = I, w = e_0 and a zero query, keys whose first features are 0, 0.5, 1 and 3 must score tanh of "
-        f"those, so key j's weight over key 0's is exp(tanh(k_j)): log-ratios {[round(float(v), 3) for v in wanted]}, but "
-        f"yours are {shown}: {cause}"
+        f"with W_1 = W_2 = I, w = (1, -0.5, 0.25) and a zero query, key j must score tanh(k_j) @ w, so its weight over key "
+        f"0's (k_0 = 0) has the log-ratio {[round(float(v), 3) for v in variants['']]}, but yours are "
+        f"{[round(float(v), 3) for v in seen]}: {cause}"
     )
 
 
 add_properties(
     "1.4",
     [
+        Property("the pair (H, A): the output first, then the weights", output_pair_probe(_additive_pair)),
+        Property("the additive score (tanh(q W_1 + k W_2) w, then a softmax over the keys)", _additive_score_probe),
         Property(
             "the softmax axis (each query's weights sum to 1 over the keys)",
             attention_properties(_additive_weights_of)[0].probe,
         ),
-        Property("the additive score (tanh(q W_1 + k W_2) w, then a softmax over the keys)", _additive_score_probe),
         Property(
             "the output H = A V (each output row averages the VALUE rows with that query's weights)",
             values_probe(_additive_output),
@@ -1078,6 +1225,12 @@ def _chain_through_tanh_probe(answer):
     wanted = [slopes[t] * math.prod(0.8 * slopes[s] for s in range(t + 1, T)) / slopes[-1] for t in range(T)]
     if torch.allclose(got, torch.tensor(wanted, dtype=torch.float64), rtol=1e-4, atol=1e-8):
         return None
+    if float(got[:-1].abs().max()) == 0.0 and float(got[-1]) == 1.0:
+        return (
+            f"only the last token has an influence in yours ({[round(float(v), 4) for v in got]}): the gradient does not "
+            "flow back through the previous state. Keep h_(t-1) attached (no .detach(), .data or .item() inside the "
+            "loop) and in the update, h_t = tanh(x_t W_x + h_(t-1) W_h), so the chain rule runs through every step"
+        )
     plain = [0.8 ** (T - 1 - t) for t in range(T)]
     cause = (
         "yours are 0.8^(T - 1 - t), as if the state were not squashed: the update is h_t = tanh(x_t W_x + h_(t-1) W_h), and "
@@ -1110,6 +1263,7 @@ def _gradient_norm_probe(answer):
     for name, sizes in (
         ("the sum of the absolute values (an L1 size)", g.abs().sum(-1)),
         ("the sum of the entries", g.sum(-1)),
+        ("its squared length, the sum of the squares (take the square root: the norm)", (g**2).sum(-1)),
     ):
         if torch.allclose(got, sizes / sizes[-1], rtol=1e-4, atol=1e-10):
             return (
@@ -1120,11 +1274,92 @@ def _gradient_norm_probe(answer):
     raise Inconclusive("the checker compares with the reference")
 
 
+def _influence_variant(
+    x, W_x, W_h, *, start=0.0, first=0, step="tanh", swap=False, out="sum", detach=False, size="norm"
+):
+    """1.5's influence computed with one of the usual slips (the defaults give the right answer)."""
+    if step == "W_h.T":
+        step, W_h = "tanh", W_h.T
+    x = x.detach().clone().requires_grad_(True)
+    state = torch.full((W_h.shape[0],), start, dtype=x.dtype)
+    squash = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid, "none": lambda v: v}[step]
+    total = 0.0
+    for t in range(first, x.shape[0]):
+        previous = state.detach() if detach else state
+        state = squash(previous @ W_x + x[t] @ W_h) if swap else squash(x[t] @ W_x + previous @ W_h)
+        total = total + state.sum()
+    target = {"sum": state.sum(), "norm": state.norm(), "every step": total}[out]
+    (gradient,) = torch.autograd.grad(target, x)
+    sizes = {"norm": gradient.norm(dim=-1), "squared": (gradient**2).sum(dim=-1)}[size]
+    return sizes / sizes[-1]
+
+
+_RECURRENCE_SLIPS = {
+    "your state starts at 1 before the first token: start from h = 0 (torch.zeros)": {"start": 1.0},
+    "token 0 has no influence in yours: the loop must run over every token, t = 0 to T - 1 (range(T), not range(1, T))": {
+        "first": 1
+    },
+    "x_t goes with W_x and the state with W_h: the update is tanh(x_t W_x + h_(t-1) W_h), you swapped the matrices": {
+        "swap": True
+    },
+    "you left out the tanh: the update is h_t = tanh(x_t W_x + h_(t-1) W_h)": {"step": "none"},
+    "the state is a row vector multiplied on the right, h_(t-1) @ W_h; you used W_h transposed": {"step": "W_h.T"},
+    "you used relu where the update has tanh: h_t = tanh(x_t W_x + h_(t-1) W_h)": {"step": "relu"},
+    "you used sigmoid where the update has tanh: h_t = tanh(x_t W_x + h_(t-1) W_h)": {"step": "sigmoid"},
+}
+_TARGET_SLIPS = {
+    "you backpropagated from the last state's norm: backpropagate from its sum, state.sum()": {"out": "norm"},
+    "you summed the states of every step: differentiate only the LAST state h_(T-1) (its sum)": {"out": "every step"},
+}
+
+
+def _slips_probe(slips: dict[str, dict]):
+    """Three tokens of three features with W_x and W_h of the same size (so that swapping them runs): the answer must
+    not equal any of the named slips."""
+
+    def probe(answer):
+        generator = torch.Generator().manual_seed(58)
+        x = torch.randn(5, 3, generator=generator, dtype=torch.float64)
+        W_x = torch.randn(3, 3, generator=generator, dtype=torch.float64)
+        W_h = 0.6 * torch.randn(3, 3, generator=generator, dtype=torch.float64)
+        got = probe_tensor(answer(x, W_x, W_h), (5,))
+        if torch.allclose(got, _influence_variant(x, W_x, W_h), rtol=1e-4, atol=1e-10):
+            return None
+        for cause, flags in slips.items():
+            if torch.allclose(got, _influence_variant(x, W_x, W_h, **flags), rtol=1e-4, atol=1e-10):
+                return f"your influences are {[round(float(v), 4) for v in got]}: {cause}"
+        return None
+
+    return probe
+
+
+def _order_probe(answer):
+    """Entry t belongs to token t: an answer in reverse order has the right numbers backwards."""
+    generator = torch.Generator().manual_seed(59)
+    x = torch.randn(5, 2, generator=generator, dtype=torch.float64)
+    W_x = torch.randn(2, 3, generator=generator, dtype=torch.float64)
+    W_h = 0.5 * torch.randn(3, 3, generator=generator, dtype=torch.float64)
+    got = probe_tensor(answer(x, W_x, W_h), (5,))
+    expected = _influence_solution(x, W_x, W_h)
+    if not torch.allclose(got, expected, rtol=1e-4) and torch.allclose(got, expected.flip(0), rtol=1e-4):
+        return (
+            f"your influences {[round(float(v), 4) for v in got]} are the right ones in reverse order: entry t belongs to "
+            "token t, the first token first and the last one (value 1) at the end"
+        )
+    return None
+
+
 add_properties(
     "1.5",
     [
+        Property("the order of the entries (entry t is token t's influence)", _order_probe),
         Property("relative to the last token (its entry is 1)", _relative_to_last_probe),
-        Property("the chain rule through the recurrence (tanh's slope at every later step)", _chain_through_tanh_probe),
+        Property(
+            "the recurrence (h starts at 0, h_t = tanh(x_t W_x + h_(t-1) W_h) for every token)",
+            _slips_probe(_RECURRENCE_SLIPS),
+        ),
+        Property("what is differentiated (the sum of the last state, through every step)", _slips_probe(_TARGET_SLIPS)),
         Property("the size of a gradient is its length (norm)", _gradient_norm_probe),
+        Property("the chain rule through the recurrence (tanh's slope at every later step)", _chain_through_tanh_probe),
     ],
 )
