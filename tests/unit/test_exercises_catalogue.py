@@ -562,6 +562,244 @@ def _(x, W_x, W_h):
     return _influence(x, W_x, W_h)
 
 
+# ====================================================================== chapter 2
+
+
+# ---------------------------------------------------------------- 2.1 attend(x_query, x_memory, W_Q, W_K, W_V)
+
+
+def _head(x_query, x_memory, W_Q, W_K, W_V, *, scores=None, values=None, dim=-1, out=None):
+    Q, K = x_query @ W_Q, x_memory @ W_K
+    V = values(x_query, x_memory, W_V) if values else x_memory @ W_V
+    S = scores(Q, K) if scores else Q @ K.T / math.sqrt(K.shape[-1])
+    A = torch.softmax(S, dim=dim)
+    return out(A, V) if out else (A @ V, A)
+
+
+@wrong("2.1", "returned (A, H)", r"returned \(a, h\)")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    H, A = _head(x_query, x_memory, W_Q, W_K, W_V)
+    return A, H
+
+
+@wrong("2.1", "returned the weights as the output", r"returned the weights")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    return _head(x_query, x_memory, W_Q, W_K, W_V, out=lambda A, V: (A, A))
+
+
+@wrong("2.1", "values made from x_query", r"values made from x_query")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    return _head(x_query, x_memory, W_Q, W_K, W_V, values=lambda xq, xm, W: xq[: xm.shape[0]] @ W)
+
+
+@wrong("2.1", "scores K Q^T (keys as rows)", r"q k\^t|q @ k\.t|one row per query")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    return _head(x_query, x_memory, W_Q, W_K, W_V, scores=lambda Q, K: K @ Q.T / math.sqrt(K.shape[-1]))
+
+
+@wrong("2.1", "divided by sqrt(d_v)", r"sqrt\(d_v\)")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    return _head(x_query, x_memory, W_Q, W_K, W_V, scores=lambda Q, K: Q @ K.T / math.sqrt(W_V.shape[1]))
+
+
+@wrong("2.1", "x_memory @ W_K.T", r"drop the transpose on w_k")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    Q, K, V = x_query @ W_Q, x_memory @ W_K.T, x_memory @ W_V
+    A = torch.softmax(Q @ K.T / math.sqrt(K.shape[-1]), dim=-1)
+    return A @ V, A
+
+
+@wrong("2.1", "dropout on the weights", r"dropout")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    return _head(x_query, x_memory, W_Q, W_K, W_V, out=lambda A, V: (F.dropout(A, 0.1) @ V, F.dropout(A, 0.1)))
+
+
+@wrong("2.1", "queries from x_memory and keys from x_query (roles swapped)", r"swapped|roles|x_query w_q")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    return _head(x_memory, x_query, W_Q, W_K, W_V, values=lambda xq, xm, W: xq @ W)
+
+
+@wrong("2.1", "divided by sqrt(T_q)", r"number of queries")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    T_q = x_query.shape[0]
+    return _head(x_query, x_memory, W_Q, W_K, W_V, scores=lambda Q, K: Q @ K.T / math.sqrt(T_q))
+
+
+@wrong("2.1", "element-wise Q * K summed (no pairing)", r"q\[:, none, :\]|q @ k")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    return _head(
+        x_query, x_memory, W_Q, W_K, W_V, scores=lambda Q, K: (Q * K).sum(-1, keepdim=True) / math.sqrt(K.shape[-1])
+    )
+
+
+@correct("2.1", "associative product, -1 axis names, float64")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    scores = (x_query.double() @ W_Q.double()) @ (x_memory.double() @ W_K.double()).transpose(0, 1)
+    weights = torch.softmax(scores / W_K.size(-1) ** 0.5, dim=1)
+    return weights @ x_memory.double() @ W_V.double(), weights
+
+
+@correct("2.1", "a loop over the queries")
+def _(x_query, x_memory, W_Q, W_K, W_V):
+    K, V = x_memory @ W_K, x_memory @ W_V
+    rows = [torch.softmax(K @ (x @ W_Q) / math.sqrt(K.shape[1]), dim=0) for x in x_query]
+    A = torch.stack(rows)
+    return A @ V, A
+
+
+# ---------------------------------------------------------------- 2.2 design_keys(query, share)
+
+
+def _keys(query, scores, *, direction=None):
+    d_k = query.shape[0]
+    direction = math.sqrt(d_k) * query / (query @ query) if direction is None else direction
+    return torch.tensor(scores, dtype=query.dtype)[:, None] * direction[None, :]
+
+
+def _blend_scores(share, *, log=math.log, gap=30.0):
+    first, second = log(share), log(1.0 - share)
+    return [first, second, min(first, second) - gap]
+
+
+@wrong("2.2", "keys as columns (d_k, 3)", r"swapped \(transpose")
+def _(query, share):
+    return _keys(query, _blend_scores(share)).T
+
+
+@wrong("2.2", "divided by |q| instead of |q|^2", r"\|q\|\^2|q\.q")
+def _(query, share):
+    return _keys(query, _blend_scores(share), direction=math.sqrt(query.shape[0]) * query / query.norm())
+
+
+@wrong("2.2", "not divided by |q|^2 at all", r"\|q\|\^2|q\.q")
+def _(query, share):
+    return _keys(query, _blend_scores(share), direction=math.sqrt(query.shape[0]) * query)
+
+
+@wrong("2.2", "log base 10", r"natural log|log10|base")
+def _(query, share):
+    return _keys(query, _blend_scores(share, log=math.log10))
+
+
+@wrong("2.2", "only two keys", r"axis 0 should hold key \(3\)|three keys|3 keys")
+def _(query, share):
+    return _keys(query, _blend_scores(share)[:2])
+
+
+@wrong("2.2", "third key only 2 below", r"third key still")
+def _(query, share):
+    return _keys(query, _blend_scores(share, gap=2.0))
+
+
+@wrong("2.2", "log(1 - share) on the first key", r"shares are swapped")
+def _(query, share):
+    return _keys(query, _blend_scores(1.0 - share))
+
+
+@wrong("2.2", "a list of keys", r"torch\.tensor")
+def _(query, share):
+    return _keys(query, _blend_scores(share)).tolist()
+
+
+@wrong("2.2", "scores share and 1 - share, logs taken of the weights instead", r"exponentiates|log\(share")
+def _(query, share):
+    return _keys(query, [math.exp(share), math.exp(1 - share), -30.0])
+
+
+@correct("2.2", "float64, the third key pointing away, scores in a loop")
+def _(query, share):
+    q = query.double()
+    unit = q / q.dot(q) * math.sqrt(len(q))
+    rows = [math.log(share) * unit, math.log1p(-share) * unit, -40.0 * unit]
+    return torch.stack(rows)
+
+
+# ---------------------------------------------------------------- 2.3 previous_token_projections(T, d_content)
+
+
+def _shift(T, d_content, *, offset=-1, strength=None, d_k=None, content=0.0, flip=False):
+    d_k = T if d_k is None else d_k
+    W_Q = torch.zeros(T + d_content, d_k)
+    W_K = torch.zeros(T + d_content, d_k)
+    W_K[:T, :T] = torch.eye(T)
+    for i in range(T):
+        if 0 <= i + offset < T:
+            W_Q[i, i + offset] = 1.0
+    W_Q *= math.sqrt(d_k) * math.log(100 * T) if strength is None else strength(T, d_k)
+    if content:
+        W_Q[T:, :] = content
+        W_K[T:, :] = content
+    return (W_K, W_Q) if flip else (W_Q, W_K)
+
+
+@wrong("2.3", "W_Q and W_K transposed (d_k, T + d_content)", r"one row per feature")
+def _(T, d_content):
+    W_Q, W_K = _shift(T, d_content)
+    return W_Q.T, W_K.T
+
+
+@wrong("2.3", "strength ln 9: 0.9 only when T = 2", r"too flat|scale your scores up|grow with t")
+def _(T, d_content):
+    return _shift(T, d_content, strength=lambda T, d_k: math.sqrt(d_k) * math.log(9))
+
+
+@wrong("2.3", "strength without sqrt(d_k)", r"divided by sqrt\(d_k\)|grow with t|scale your scores up")
+def _(T, d_content):
+    return _shift(T, d_content, strength=lambda T, d_k: math.log(100 * T))
+
+
+@wrong("2.3", "ones in the content rows", r"content")
+def _(T, d_content):
+    return _shift(T, d_content, content=1.0)
+
+
+@wrong("2.3", "both matrices shifted (looks at itself)", r"itself")
+def _(T, d_content):
+    W_Q, W_K = _shift(T, d_content)
+    W_K = torch.zeros_like(W_K)
+    for j in range(1, T):
+        W_K[j, j - 1] = 1.0
+    return W_Q, W_K
+
+
+@wrong("2.3", "a negative strength", r"negative|smallest|sign|positive")
+def _(T, d_content):
+    return _shift(T, d_content, strength=lambda T, d_k: -math.sqrt(d_k) * math.log(100 * T))
+
+
+@wrong("2.3", "square matrices of the positions only (content rows missing)", r"one row per feature")
+def _(T, d_content):
+    W_Q, W_K = _shift(T, 0)
+    return W_Q, W_K
+
+
+@wrong("2.3", "strength sqrt(T) log T", r"too flat|scale your scores up|grow with t")
+def _(T, d_content):
+    return _shift(T, d_content, strength=lambda T, d_k: math.sqrt(d_k) * math.log(T))
+
+
+@wrong("2.3", "offset +1 (the next token)", r"next")
+def _(T, d_content):
+    return _shift(T, d_content, offset=+1)
+
+
+@wrong("2.3", "numpy arrays", r"tensor|numpy")
+def _(T, d_content):
+    W_Q, W_K = _shift(T, d_content)
+    return W_Q.numpy(), W_K.numpy()
+
+
+@correct("2.3", "position 0 wraps around to T - 1, extra key columns, float64")
+def _(T, d_content):
+    d_k = T + 2
+    W_Q = torch.zeros(T + d_content, d_k, dtype=torch.float64)
+    W_K = torch.zeros(T + d_content, d_k, dtype=torch.float64)
+    for t in range(T):
+        W_K[t, t] = 1.0
+        W_Q[t, (t - 1) % T] = math.sqrt(d_k) * math.log(200.0 * T)
+    return W_Q, W_K
+
+
 # ====================================================================== the tests
 
 # Entries whose hint is true but does not name the mistake (reported; at most 5 % of the catalogue).
@@ -588,6 +826,20 @@ REGISTERED: dict[tuple[str, str], str] = {
     ("1.5", "not relative"): r"divide every gradient norm by the last",
     ("1.5", "relative to the first token"): r"1 at the first token",
     ("1.5", "summed gradient"): r"sum of the entries",
+    ("2.1", "no sqrt(d_k) scale"): r"not scaled at all",
+    ("2.1", "softmax over the queries"): r"sum to 1 down each column",
+    ("2.1", "keys and values from x_query"): r"the keys come from x_memory",
+    ("2.1", "values not projected"): r"averages the raw tokens",
+    ("2.1", "divided by d_k"): r"not by d_k",
+    ("2.1", "divided by sqrt(T)"): r"sqrt\(t, the number of keys\)",
+    ("2.2", "forgot the sqrt(d_k) scale"): r"divided by sqrt\(d_k\) = sqrt\(5\) before the softmax",
+    ("2.2", "third key not suppressed"): r"third key still",
+}
+
+
+# Registered mistakes whose hints share their words because the same repair fixes both (either may be named).
+SAME_REPAIR: set[frozenset[str]] = {
+    frozenset({"2.3 scores not scaled up", "2.3 a scale that does not grow with T"}),
 }
 
 
@@ -624,6 +876,8 @@ def blamed_elsewhere(exercise_id: str, hint: str, idea: str, parts: tuple[str, .
     for mistake in get(exercise_id).mistakes:
         if mistake.name == own or mistake.name in parts:  # the answer is an instance of that registered mistake
             continue
+        if frozenset({f"{exercise_id} {own}", f"{exercise_id} {mistake.name}"}) in SAME_REPAIR:
+            continue
         fragment = mistake.hint.lower()
         if (
             fragment in hint.lower()
@@ -657,7 +911,7 @@ def test_a_catalogued_wrong_answer_fails_with_one_line_that_names_its_mistake(ex
 
 
 # The chapters catalogued so far (the work goes chapter by chapter).
-CATALOGUED_CHAPTERS = {"1"}
+CATALOGUED_CHAPTERS = {"1", "2"}
 
 
 def test_the_catalogue_has_8_per_exercise_and_95_percent_named():

@@ -81,6 +81,18 @@ def _normalised_sigmoid_head(x_query, x_memory, W_Q, W_K, W_V):
     return A @ (x_memory @ W_V), A
 
 
+def _dropout_head(x_query, x_memory, W_Q, W_K, W_V):
+    A = torch.softmax((x_query @ W_Q) @ (x_memory @ W_K).T / math.sqrt(W_K.shape[1]), dim=-1)
+    A = torch.nn.functional.dropout(A, p=0.3)
+    return A @ (x_memory @ W_V), A
+
+
+def _head_with_W_K_transposed(x_query, x_memory, W_Q, W_K, W_V):
+    K = x_memory @ W_K.T  # runs only where W_K is square
+    A = torch.softmax((x_query @ W_Q) @ K.T / math.sqrt(K.shape[1]), dim=-1)
+    return A @ (x_memory @ W_V), A
+
+
 def _doubled_head_output(x_query, x_memory, W_Q, W_K, W_V):
     A = torch.softmax((x_query @ W_Q) @ (x_memory @ W_K).T / math.sqrt(W_K.shape[1]), dim=-1)
     return 2.0 * (A @ (x_memory @ W_V)), A
@@ -127,6 +139,9 @@ CASES = [
     ("1.5", "the chain rule through the recurrence", student("1.5", "state updated without W_h")),
     ("1.5", "the size of a gradient", student("1.5", "absolute sum of the gradient")),
     ("1.4", "the output H = A V", student("1.4", "keys averaged instead of values")),
+    ("2.1", "the pair (H, A)", lambda *args: registered("2.1", "no sqrt(d_k) scale")(*args)[::-1]),
+    ("2.1", "no randomness", _dropout_head),
+    ("2.1", "the shapes", _head_with_W_K_transposed),
     ("2.1", "the sources", student("2.1", "queries from the memory")),
     ("2.1", "the softmax axis", registered("2.1", "softmax over the queries")),
     ("2.1", "the softmax (", _normalised_sigmoid_head),

@@ -609,6 +609,32 @@ def probe_from_check(check_case: Callable[..., None], *args: Any) -> Callable[[A
     return probe
 
 
+def crash_probe(run: Callable[[Any], Any], **sizes: int) -> Callable[[Any], str | None]:
+    """A probe that runs the answer on inputs of other shapes than the checker's first case (``run(answer)``,
+    with ``sizes`` naming their sizes): an answer that crashes there (a transpose that only fits square matrices,
+    an element-wise product that only fits equal lengths) is told its line and the repair it needs
+    (:func:`describe_exception`), where the checker's square case would only see wrong numbers."""
+
+    def probe(answer: Any) -> str | None:
+        saved = dict(_SIZE_NAMES)
+        _SIZE_NAMES.clear()
+        name_sizes(**sizes)
+        try:
+            run(answer)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # the student's code crashed on these shapes
+            if _student_frame(error) is None:
+                raise Inconclusive("no line of the student's code to point at") from error
+            return describe_exception(error)
+        finally:
+            _SIZE_NAMES.clear()
+            _SIZE_NAMES.update(saved)
+        return None
+
+    return probe
+
+
 def probe_pair(got: Any) -> tuple[Any, Any]:
     """The two parts of an answer that returns a pair (e.g. (H, A)); otherwise :class:`Inconclusive`."""
     if not isinstance(got, (tuple, list)) or len(got) != 2:

@@ -29,6 +29,7 @@ from ._core import (
     Property,
     add_properties,
     call,
+    crash_probe,
     diagnose,
     diagnose_weights,
     name_sizes,
@@ -39,7 +40,7 @@ from ._core import (
     register,
     require_tensor_like,
 )
-from ._probes import _randn, attention_properties, values_probe
+from ._probes import _randn, attention_properties, determinism_probe, output_pair_probe, values_probe
 
 # ---------------------------------------------------------------------------------
 # 2.1 One attention head, for self- and cross-attention
@@ -486,6 +487,14 @@ def _explain_position_failure(A: torch.Tensor, T: int, where: str) -> ExerciseFa
             f"{where} every position puts its largest weight on ITSELF (the diagonal): the query of position i "
             "must match the key of position i - 1, not its own key"
         )
+    previous = _previous_weight(A)
+    others = A[1:].clone()
+    others[torch.arange(T - 1), torch.arange(T - 1)] = float("inf")  # leave out i - 1 itself
+    if T > 2 and (previous < others.min(dim=1).values - 1e-9).all():
+        return ExerciseFailure(
+            f"{where} every position i >= 1 gives i - 1 its SMALLEST weight: the score of i - 1 is below the others, "
+            "so your factor has the wrong sign. Make it positive"
+        )
     inner = positions[:-1]  # positions that have a next one
     if T > 2 and (top[:-1] == inner + 1).all():
         return ExerciseFailure(
@@ -579,7 +588,7 @@ register(
 _EXTRA = 3  # d_model = d_k + 3 in the probes, so that sqrt(d_model) is not sqrt(d_k)
 
 
-def _head_inputs(Q: torch.Tensor, K: torch.Tensor, d_v: int = 2):
+def _head_inputs(Q: torch.Tensor, K: torch.Tensor, d_v: int = 11):
     """Tokens and matrices whose projections are Q and K exactly: x = [Q, 0], W_Q = W_K = [I; 0]."""
     d = Q.shape[1]
     pad = lambda X: torch.cat([X, torch.zeros(X.shape[0], _EXTRA)], dim=1)
@@ -619,9 +628,41 @@ def _memory_probe(answer):
     return None
 
 
+def _roles_probe(answer) -> str | None:
+    """Cross-attention with 4 query and 4 memory tokens (so that swapped roles still run): the weights must not be
+    those of the queries taken from x_memory, or of K Q^T."""
+    generator = torch.Generator().manual_seed(58)
+    x_query, x_memory = torch.randn(4, 5, generator=generator), torch.randn(4, 5, generator=generator)
+    W_Q, W_K, W_V = (torch.randn(5, d, generator=generator) / 5**0.5 for d in (3, 3, 2))
+    H, A = probe_pair(answer(x_query, x_memory, W_Q, W_K, W_V))
+    A = probe_tensor(A, (4, 4)).float()
+    weights = lambda Q, K: torch.softmax(Q @ K.T / math.sqrt(3), dim=-1)
+    if torch.allclose(A, weights(x_memory @ W_Q, x_query @ W_K), atol=1e-5):
+        return (
+            "your weights are those of queries made from x_memory and keys made from x_query: you swapped the roles. The "
+            "queries come from x_query (Q = x_query W_Q) and the keys from x_memory (K = x_memory W_K)"
+        )
+    if torch.allclose(A, weights(x_query @ W_Q, x_query @ W_K), atol=1e-5):
+        return (
+            "your weights are those of keys made from x_query: the keys come from x_memory, the tokens that answer "
+            "(K = x_memory W_K); from x_query they are right only in self-attention"
+        )
+    if torch.allclose(A, weights(x_memory @ W_Q, x_memory @ W_K), atol=1e-5):
+        return "your weights are those of queries made from x_memory: the queries come from x_query (Q = x_query W_Q)"
+    if torch.allclose(A, weights(x_memory @ W_K, x_query @ W_Q), atol=1e-5):
+        return (
+            "your weights are softmax(K Q^T): one row per key. Compute S = Q K^T (Q @ K.T), so that row i holds query "
+            "i's weights over the keys"
+        )
+    return None
+
+
 def _sources_probe(answer):
     """Cross-attention with more queries (6) than memory tokens (4): the queries come from x_query, the keys
     and values from x_memory."""
+    sentence = _roles_probe(answer)
+    if sentence:
+        return sentence
     generator = torch.Generator().manual_seed(55)
     x_query, x_memory = torch.randn(6, 5, generator=generator), torch.randn(4, 5, generator=generator)
     W_Q, W_K, W_V = (torch.randn(5, d, generator=generator) / 5**0.5 for d in (3, 3, 2))
@@ -630,6 +671,18 @@ def _sources_probe(answer):
         return "with 6 query tokens and 4 memory tokens your A has shape (4, 4), one row per MEMORY token: the queries come from x_query (Q = x_query W_Q), one row of A per query token"
     if isinstance(A, torch.Tensor) and tuple(A.shape) == (6, 6):
         return "with 6 query tokens and 4 memory tokens your A has shape (6, 6), one column per QUERY token: the keys come from x_memory (K = x_memory W_K), one column of A per memory token"
+    if isinstance(A, torch.Tensor) and tuple(A.shape) == (4, 6):
+        Q_m, K_q = x_memory @ W_Q, x_query @ W_K
+        swapped = torch.softmax(Q_m @ K_q.T / math.sqrt(3), dim=-1)
+        if torch.allclose(A.detach().float(), swapped, atol=1e-5):
+            return (
+                "with 6 query tokens and 4 memory tokens your A has shape (4, 6), one row per MEMORY token: you swapped "
+                "the roles. The queries come from x_query (Q = x_query W_Q) and the keys from x_memory (K = x_memory W_K)"
+            )
+        return (
+            "with 6 query tokens and 4 memory tokens your A has shape (4, 6), one row per key and one column per query: "
+            "compute S = Q K^T (Q @ K.T), not K Q^T, so that row i holds query i's weights over the keys"
+        )
     A = probe_tensor(A, (6, 4))
     H = probe_tensor(H, (6, 2))
     values = (x_memory @ W_V).double()
@@ -640,15 +693,38 @@ def _sources_probe(answer):
     return None  # the values property below says more
 
 
+def _head_pair(answer):
+    """Cross-attention with T_q = 3, T_k = 5, d_v = 2 (and d_model = 6, d_k = 4): the answer's pair and its values."""
+    generator = torch.Generator().manual_seed(56)
+    x_query, x_memory = torch.randn(3, 6, generator=generator), torch.randn(5, 6, generator=generator)
+    W_Q, W_K, W_V = (torch.randn(6, d, generator=generator) / 6**0.5 for d in (4, 4, 2))
+    return answer(x_query, x_memory, W_Q, W_K, W_V), x_memory @ W_V
+
+
+def _rectangular_head(answer):
+    generator = torch.Generator().manual_seed(57)
+    x_query, x_memory = torch.randn(6, 5, generator=generator), torch.randn(4, 5, generator=generator)
+    W_Q, W_K, W_V = (torch.randn(5, d, generator=generator) for d in (3, 3, 2))
+    return answer(x_query, x_memory, W_Q, W_K, W_V)
+
+
 add_properties(
     "2.1",
     [
+        Property("the pair (H, A): the output first, then the weights", output_pair_probe(_head_pair)),
+        Property(
+            "no randomness (the same inputs give the same H and A)", determinism_probe(lambda a: _head_pair(a)[0])
+        ),
         Property("the sources (queries from x_query; keys and values from x_memory)", _sources_probe),
-        *attention_properties(_head_weights_of, sizes=lambda d: {"d_model": d + _EXTRA}),
+        *attention_properties(_head_weights_of, sizes=lambda d: {"d_model": d + _EXTRA, "d_v": 11}),
         Property("the values (the weights do not depend on W_V; H = A V with V = x_memory W_V)", _memory_probe),
         Property(
             "the output H = A V (each output row averages the VALUE rows with that query's weights)",
             values_probe(_head_output, keys_like_values=False),
+        ),
+        Property(
+            "the shapes (x W with W of shape (d_model, d); every query meets every key)",
+            crash_probe(_rectangular_head, T_q=6, T_k=4, d_model=5, d_k=3, d_v=2),
         ),
     ],
 )
@@ -685,6 +761,26 @@ def _blend_sentence(answer, norm: float):
         )
     if torch.allclose(weights, target[[1, 0, 2]], atol=1e-3):
         return f"{where}: the shares are swapped; the FIRST key gets the weight share"
+    if torch.allclose(raw[:2] / math.sqrt(5), target[:2], atol=1e-3):
+        return (
+            f"{where}: your scaled scores are the shares themselves ({share:g} and {1 - share:g}), but the softmax "
+            "exponentiates the scores: make the two scaled scores differ by log(share / (1 - share)) and the third far below"
+        )
+    gap = float(raw[0] - raw[1]) / math.sqrt(5)  # the difference of the two scaled scores
+    for factor, cause in (
+        (norm, "your scores grow with |q|: divide the direction by q.q = |q|^2, not by |q|"),
+        (
+            norm**2,
+            "your scores grow with |q|^2: divide the direction by q.q = |q|^2, so the scores do not depend on |q|",
+        ),
+    ):
+        if norm != 1.0 and abs(gap - factor * log_odds) < 1e-3 * max(1.0, abs(factor * log_odds)):
+            return f"{where}: {cause}"
+    if abs(gap - math.log10(share / (1 - share))) < 1e-3:
+        return (
+            f"{where}: the scores differ by log10(share / (1 - share)); the softmax exponentiates with base e, so use "
+            "the natural log (math.log)"
+        )
     return (
         f"{where}, not (0.250, 0.750, 0.000): the softmax makes weights proportional to exp(score), so the two scaled "
         "scores q.k / sqrt(d_k) must differ by log(share / (1 - share)) whatever the length of q, and the third be far below both"
@@ -710,6 +806,10 @@ def _previous_token_shapes(answer):
     result = answer(8, 2)
     W_Q, W_K = probe_pair(result)
     for name, W in (("W_Q", W_Q), ("W_K", W_K)):
+        if not isinstance(W, torch.Tensor):
+            return (
+                f"{name} is {type(W).__module__}.{type(W).__name__}: return torch tensors (torch.zeros, torch.eye, ...)"
+            )
         if isinstance(W, torch.Tensor) and (W.dim() != 2 or W.shape[0] != 10):
             return (
                 f"for T = 8 and d_content = 2, {name} has shape {tuple(W.shape)}, but it multiplies tokens of T + d_content = 10 "
@@ -721,7 +821,7 @@ def _previous_token_shapes(answer):
 add_properties(
     "2.3",
     [
-        Property("the shapes (W_Q and W_K have one row per feature of a token)", _previous_token_shapes),
+        Property("the shapes (W_Q and W_K are tensors with one row per feature of a token)", _previous_token_shapes),
         Property(
             "the previous token (position i puts at least 0.9 on i - 1; T = 8, positions only)", _previous_token_alone
         ),
