@@ -800,6 +800,306 @@ def _(T, d_content):
     return W_Q, W_K
 
 
+# ====================================================================== chapter 3
+
+
+# ---------------------------------------------------------------- 3.1 hardmax(scores)
+
+
+@wrong("3.1", "one_hot(argmax) as long integers, first of the ties", r"share|1/m")
+def _(scores):
+    return F.one_hot(scores.argmax(dim=-1), scores.shape[-1])
+
+
+@wrong("3.1", "the maximum of the whole tensor", r"along the last axis|each row")
+def _(scores):
+    is_max = (scores == scores.max()).float()
+    return is_max / is_max.sum(dim=-1, keepdim=True).clamp_min(1)
+
+
+@wrong("3.1", "divided by the number of maxima in the whole tensor", r"each row's|per row|sum\(dim=-1")
+def _(scores):
+    is_max = (scores == scores.amax(dim=-1, keepdim=True)).float()
+    return is_max / is_max.sum()
+
+
+@wrong("3.1", "scores.max(dim=-1) returned", r"values, indices|one-hot weights|torch\.max")
+def _(scores):
+    return scores.max(dim=-1)
+
+
+@wrong("3.1", "weight on every score above the mean", r"not the row's maximum")
+def _(scores):
+    above = (scores >= scores.mean(dim=-1, keepdim=True)).float()
+    return above / above.sum(dim=-1, keepdim=True)
+
+
+@wrong("3.1", "amax without keepdim", r"keepdim")
+def _(scores):
+    is_max = (scores == scores.amax(dim=-1)).float()
+    return is_max / is_max.sum(dim=-1, keepdim=True)
+
+
+@wrong("3.1", "(weights, index) returned", r"a tuple|tensor of|one tensor|pair")
+def _(scores):
+    is_max = (scores == scores.amax(dim=-1, keepdim=True)).float()
+    return is_max / is_max.sum(dim=-1, keepdim=True), scores.argmax(dim=-1)
+
+
+@wrong("3.1", "the scores kept at the maxima", r"your weights are the scores|scores themselves")
+def _(scores):
+    return scores * (scores == scores.amax(dim=-1, keepdim=True))
+
+
+@wrong("3.1", "near-ties within 0.5 counted as ties", r"not the row's maximum|==|exactly")
+def _(scores):
+    is_max = torch.isclose(scores, scores.amax(dim=-1, keepdim=True), atol=0.5).float()
+    return is_max / is_max.sum(dim=-1, keepdim=True)
+
+
+@correct("3.1", "float64, where(), the count with keepdim")
+def _(scores):
+    top = scores.double().max(dim=-1, keepdim=True).values
+    hits = torch.where(scores.double() == top, 1.0, 0.0)
+    return hits / hits.sum(-1, keepdim=True)
+
+
+@correct("3.1", "a loop over the rows of a flattened view")
+def _(scores):
+    flat = scores.reshape(-1, scores.shape[-1])
+    out = torch.zeros_like(flat)
+    for i, row in enumerate(flat):
+        tops = (row == row.max()).nonzero().flatten()
+        out[i, tops] = 1.0 / len(tops)
+    return out.reshape(scores.shape)
+
+
+# ---------------------------------------------------------------- 3.2 sparsemax(scores)
+
+
+def _sparse(
+    scores,
+    *,
+    descending=True,
+    values=True,
+    index_shift=0,
+    test_one=1.0,
+    divide_by_n=False,
+    unsorted_sum=False,
+    clamp=True,
+):
+    order = torch.sort(scores, descending=descending)
+    z = order.values if values else order.indices.to(scores.dtype)
+    k = torch.arange(1, len(scores) + 1, dtype=scores.dtype)
+    cumulative = (scores if unsorted_sum else z).cumsum(dim=0)
+    support = max(int((test_one + k * z > cumulative).sum()), 1)
+    index = min(support - 1 + index_shift, len(scores) - 1)
+    theta = (cumulative[index] - 1) / (len(scores) if divide_by_n else support)
+    return torch.clamp(scores - theta, min=0) if clamp else torch.clamp(scores, min=float(theta))
+
+
+@wrong("3.2", "sorted the indices, not the values", r"values")
+def _(scores):
+    return _sparse(scores, values=False)
+
+
+@wrong("3.2", "cumulative[support] (one past the support)", r"cumulative\[k - 1\]|k largest|the sum of the k")
+def _(scores):
+    return _sparse(scores, index_shift=1)
+
+
+@wrong("3.2", "clamped at theta instead of subtracting it", r"subtract")
+def _(scores):
+    return _sparse(scores, clamp=False)
+
+
+@wrong("3.2", "theta divided by n, not by the support size", r"divide.*by k|/ k|support size|size of the support")
+def _(scores):
+    return _sparse(scores, divide_by_n=True)
+
+
+@wrong("3.2", "cumsum of the unsorted scores", r"sorted")
+def _(scores):
+    return _sparse(scores, unsorted_sum=True)
+
+
+@wrong("3.2", "support test without the 1 +", r"1 \+ k z")
+def _(scores):
+    return _sparse(scores, test_one=0.0)
+
+
+@wrong("3.2", "softmax with the small weights cut and renormalised", r"one threshold|same theta")
+def _(scores):
+    weights = torch.softmax(scores, dim=-1)
+    weights = torch.where(weights < 0.1, torch.zeros_like(weights), weights)
+    return weights / weights.sum()
+
+
+@wrong("3.2", "computed in numpy", r"differentiable|autograd")
+def _(scores):
+    import numpy as np
+
+    z = np.sort(scores.detach().numpy())[::-1]
+    k = np.arange(1, len(z) + 1)
+    cumulative = np.cumsum(z)
+    support = int((1 + k * z > cumulative).sum())
+    theta = (cumulative[support - 1] - 1) / support
+    return torch.from_numpy(np.maximum(scores.detach().numpy() - theta, 0))
+
+
+@wrong("3.2", "returned (weights, theta)", r"tuple|a tensor")
+def _(scores):
+    weights = _sparse(scores)
+    return weights, weights.sum()
+
+
+@correct("3.2", "ascending sort flipped, support by nonzero, float64")
+def _(scores):
+    z = scores.double().sort().values.flip(0)
+    k = torch.arange(1, z.numel() + 1, dtype=torch.float64)
+    cumulative = torch.cumsum(z, 0)
+    support = int((1 + k * z > cumulative).nonzero().max()) + 1
+    tau = (cumulative[support - 1] - 1) / support
+    return torch.relu(scores.double() - tau)
+
+
+# ---------------------------------------------------------------- 3.3 beta_for_top_weight(scores, target=0.9)
+
+
+def _top(scores, beta):
+    return torch.softmax(beta * scores.double(), dim=0).max().item()
+
+
+def _tied(scores):
+    return (scores == scores.max()).sum() > 1
+
+
+@wrong("3.3", "returned the weights at beta", r"return a number")
+def _(scores, target=0.9):
+    if _tied(scores):
+        return None
+    low, high = 0.0, 1.0
+    while _top(scores, high) < target:
+        low, high = high, 2 * high
+    while high - low > 1e-9 * high:
+        middle = (low + high) / 2
+        low, high = (low, middle) if _top(scores, middle) >= target else (middle, high)
+    return torch.softmax(high * scores, dim=0)
+
+
+@wrong("3.3", "a linear search in steps of 0.05", r"not the smallest|more finely")
+def _(scores, target=0.9):
+    if _tied(scores):
+        return None
+    beta = 0.0
+    while _top(scores, beta) < target:
+        beta += 0.05
+    return beta
+
+
+@wrong("3.3", "bisection between 0 and 10 only", r"upper end of the search", parts=("the smallest beta",))
+def _(scores, target=0.9):
+    if _tied(scores):
+        return None
+    low, high = 0.0, 10.0
+    while high - low > 1e-9:
+        middle = (low + high) / 2
+        low, high = (low, middle) if _top(scores, middle) >= target else (middle, high)
+    return high
+
+
+@wrong("3.3", "doubling only, no bisection", r"not the smallest|more finely")
+def _(scores, target=0.9):
+    if _tied(scores):
+        return None
+    beta = 0.01
+    while _top(scores, beta) < target:
+        beta *= 2
+    return beta
+
+
+@wrong("3.3", "math.inf for a tie", r"return none|or none")
+def _(scores, target=0.9):
+    if _tied(scores):
+        return math.inf
+    low, high = 0.0, 1.0
+    while _top(scores, high) < target:
+        low, high = high, 2 * high
+    while high - low > 1e-9 * high:
+        middle = (low + high) / 2
+        low, high = (low, middle) if _top(scores, middle) >= target else (middle, high)
+    return high
+
+
+@wrong(
+    "3.3", "the gap to the mean in a closed form", r"search for it with all the scores", parts=("the smallest beta",)
+)
+def _(scores, target=0.9):
+    if _tied(scores):
+        return None
+    return math.log(target / (1 - target)) / float(scores.max() - scores.mean())
+
+
+@wrong("3.3", "0 for a tie", r"return none", parts=("ties not handled",))
+def _(scores, target=0.9):
+    if _tied(scores):
+        return 0.0
+    low, high = 0.0, 1.0
+    while _top(scores, high) < target:
+        low, high = high, 2 * high
+    while high - low > 1e-9 * high:
+        middle = (low + high) / 2
+        low, high = (low, middle) if _top(scores, middle) >= target else (middle, high)
+    return high
+
+
+@wrong("3.3", "bisection stopped at an absolute width of 0.05", r"not the smallest|more finely|just below")
+def _(scores, target=0.9):
+    if _tied(scores):
+        return None
+    low, high = 0.0, 1.0
+    while _top(scores, high) < target:
+        low, high = high, 2 * high
+    while high - low > 0.05:
+        middle = (low + high) / 2
+        low, high = (low, middle) if _top(scores, middle) >= target else (middle, high)
+    return (low + high) / 2
+
+
+@wrong(
+    "3.3",
+    "the second largest score's weight searched",
+    r"the top weight \(the largest score's\)",
+    parts=("the smallest beta",),
+)
+def _(scores, target=0.9):
+    if _tied(scores):
+        return None
+    second = int(scores.topk(2).indices[1])
+    high = 1.0
+    while torch.softmax(high * scores.double(), 0)[second].item() < target and high < 1e6:
+        high = 2 * high
+    return high
+
+
+@correct("3.3", "a 0-d tensor, bisection with a fixed number of steps")
+def _(scores, target=0.9):
+    s = scores.double()
+    if int((s == s.max()).sum()) > 1:
+        return None
+    high = torch.tensor(1.0, dtype=torch.float64)
+    while torch.softmax(high * s, 0).max() < target:
+        high = high * 2
+    low = high / 2 if high > 1 else torch.tensor(0.0, dtype=torch.float64)
+    for _ in range(80):
+        middle = (low + high) / 2
+        if torch.softmax(middle * s, 0).max() >= target:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
 # ====================================================================== the tests
 
 # Entries whose hint is true but does not name the mistake (reported; at most 5 % of the catalogue).
@@ -834,6 +1134,8 @@ REGISTERED: dict[tuple[str, str], str] = {
     ("2.1", "divided by sqrt(T)"): r"sqrt\(t, the number of keys\)",
     ("2.2", "forgot the sqrt(d_k) scale"): r"divided by sqrt\(d_k\) = sqrt\(5\) before the softmax",
     ("2.2", "third key not suppressed"): r"third key still",
+    ("3.1", "ties to the first maximum"): r"all of it went to the first of them",
+    ("3.1", "ties to the last maximum"): r"all of it went to the last of them",
 }
 
 
@@ -911,7 +1213,7 @@ def test_a_catalogued_wrong_answer_fails_with_one_line_that_names_its_mistake(ex
 
 
 # The chapters catalogued so far (the work goes chapter by chapter).
-CATALOGUED_CHAPTERS = {"1", "2"}
+CATALOGUED_CHAPTERS = {"1", "2", "3"}
 
 
 def test_the_catalogue_has_8_per_exercise_and_95_percent_named():

@@ -155,6 +155,7 @@ CASES = [
     ("2.3", "a long sequence", student("2.3", "strength log(100) * sqrt(T) only")),
     ("3.1", "one-hot on each row's maximum", student("3.1", "softmax with a large factor")),
     ("3.1", "ties share", student("3.1", "one_hot of argmax")),
+    ("3.2", "the recipe's steps", registered("3.2", "sorted in increasing order")),
     ("3.2", "the weights sum to 1", student("3.2", "relu of scores minus their mean")),
     ("3.2", "one threshold", student("3.2", "top score minus one, renormalised")),
     ("3.2", "the gradient", registered("3.2", "threshold detached from the graph")),

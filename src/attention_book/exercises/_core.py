@@ -709,6 +709,11 @@ def call(answer: Callable, *args, what: str = "your function", **kwargs):
 
 
 def _describe_type(got: Any) -> str:
+    if type(got).__module__ == "torch.return_types":
+        return (
+            f"the (values, indices) pair that torch.{type(got).__name__} returns: take its .values (with keepdim=True "
+            "to compare it with the scores) and build the tensor the exercise asks for"
+        )
     if isinstance(got, (tuple, list)):
         inner = ", ".join(
             f"a tensor of shape {tuple(item.shape)}" if isinstance(item, torch.Tensor) else type(item).__name__

@@ -19,8 +19,12 @@ from types import FrameType
 import torch
 
 # Methods an operand may call to be evaluated again: they only look at or reshape a tensor.
-_SAFE_METHODS = {"T", "mT", "t", "transpose", "permute", "unsqueeze", "squeeze", "reshape", "view", "contiguous"}
-_SAFE_FUNCTIONS = {"transpose", "permute", "unsqueeze", "squeeze"}  # torch.<name>(x, ...)
+_SAFE_METHODS = {
+    *("T", "mT", "t", "transpose", "permute", "unsqueeze", "squeeze", "reshape", "view", "contiguous", "expand"),
+    *("amax", "amin", "max", "min", "sum", "mean", "argmax", "argmin", "norm", "std", "var", "cumsum", "flip"),
+    *("abs", "exp", "log", "sqrt", "tanh", "relu", "softmax", "float", "double", "clone", "detach", "expand_as"),
+}
+_SAFE_FUNCTIONS = {"transpose", "permute", "unsqueeze", "squeeze", "softmax", "tanh", "exp", "sqrt", "matmul", "sum"}
 _BROADCAST = re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)")
 _SHAPE_ERROR = (
     "must match the size of tensor",
@@ -81,6 +85,8 @@ def _operations(line: str) -> list[tuple[str, ast.expr, ast.expr]]:
         if isinstance(node, ast.BinOp):
             kind = "@" if isinstance(node.op, ast.MatMult) else "elementwise"
             found.append((kind, node.left, node.right))
+        elif isinstance(node, ast.Compare) and len(node.comparators) == 1:
+            found.append(("elementwise", node.left, node.comparators[0]))
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -102,8 +108,12 @@ def _value(node: ast.expr, frame: FrameType):
 
 
 def _works(kind: str, left: torch.Tensor, right: torch.Tensor) -> bool:
+    """Whether the product (``"@"``) or an element-wise operation of the two runs (torch.broadcast_shapes is not
+    used: its first call imports sympy, a second)."""
+    if kind != "@":
+        return all(a == b or 1 in (a, b) for a, b in zip(reversed(left.shape), reversed(right.shape)))
     try:
-        torch.matmul(left, right) if kind == "@" else torch.broadcast_shapes(left.shape, right.shape)
+        torch.matmul(left, right)
     except Exception:
         return False
     return True
@@ -218,6 +228,13 @@ def _pairing_fix(left_node, right_node, frame, names) -> str | None:
         story = _batched_transpose("elementwise", node, frame, other=other, on_right=on_right, names=names)
         if story:
             return story
+    for reduced, full, text in ((right, left, R), (left, right, L)):
+        if reduced.dim() == full.dim() - 1 and full.dim() >= 2 and tuple(reduced.shape) == tuple(full.shape[:-1]):
+            return (
+                f"`{text}` {_shape(reduced, names)} lost the axis it was reduced over, so it no longer lines up with "
+                f"{_shape(full, names)}: reduce with keepdim=True (e.g. amax(dim=-1, keepdim=True)), or add the axis "
+                f"back with {text}[..., None]"
+            )
     if left.dim() == right.dim() and left.dim() >= 2:
         differing = [
             axis

@@ -464,7 +464,15 @@ def _check_beta_case(answer, scores: torch.Tensor, target: float) -> None:
                 "the upper end of your search interval, whose top weight is at least the target"
             )
         raise ExerciseFailure(
-            f"{where} at your beta = {result:.4g} the top weight is only {weight:.4f}, below the target"
+            f"{where} at your beta = {result:.4g} the top weight is only {weight:.4f}, below the target: a larger beta is "
+            f"needed ({expected:.4g} reaches it). Search for it with all the scores, letting the upper end of the search "
+            "grow (double it) until the top weight reaches the target"
+        )
+    if result > 10 * expected + 1e-9:
+        raise ExerciseFailure(
+            f"{where} your beta = {result:.4g} is far larger than needed: {expected:.4g} already gives a top weight of "
+            f"{_top_weight(scores, expected):.4f}. Stop at the first beta at which the TOP weight (the largest score's) "
+            "reaches the target"
         )
     if result > expected * (1 + SMALLEST_TOLERANCE) + 1e-9:
         raise ExerciseFailure(
@@ -492,6 +500,7 @@ def _check_beta_for_top_weight(answer) -> None:
         while (scores == scores.max()).sum() > 1:
             scores = _random_scores(generator, len(scores))
         cases[index] = (scores, target)
+    cases.append((torch.tensor([1.0, 0.95, 0.0, -0.5], dtype=torch.float64), 0.99))  # a beta near 100
     tied = _random_scores(generator, 5)
     tied[int(tied.argmin())] = tied.max()
     cases.append((tied, 0.9))
@@ -532,6 +541,15 @@ _HARDMAX_ROWS = torch.tensor(
 def _hardmax_one_hot(answer):
     scores = _HARDMAX_ROWS.clone()
     got = probe_tensor(answer(scores.clone()), tuple(scores.shape))
+    if torch.allclose(got, torch.softmax(scores.double(), dim=-1), atol=1e-6):
+        return "these are softmax weights, positive everywhere: hardmax puts all the weight on the largest score(s)"
+    if torch.allclose(got, _hardmax_solution(-scores).double()):
+        return "you put the weight on the SMALLEST score of each row; hardmax selects the largest"
+    if torch.allclose(got, _hardmax_over_first_axis(scores).double()):
+        return (
+            "the maximum was taken over the wrong axis (down the columns, dim=0): every row (the last dim, over the keys) "
+            "gets its own one-hot weights, so use dim=-1"
+        )
     for row in range(scores.shape[0]):
         top = int(scores[row].argmax())
         weights = got[row]
@@ -549,6 +567,17 @@ def _hardmax_one_hot(answer):
                 "however sharp, does not)"
             )
         if abs(float(weights[top]) - 1.0) > 1e-6:
+            if abs(float(weights[top]) - float(scores[row, top])) < 1e-6:
+                return (
+                    f"the maximum of row {row} got weight {float(weights[top]):.3g}, its score: your weights are the scores "
+                    "themselves at the maxima; hardmax gives the maximum the weight 1"
+                )
+            count = int((scores == scores.amax(dim=-1, keepdim=True)).sum())
+            if abs(float(weights[top]) - 1.0 / count) < 1e-6:
+                return (
+                    f"the maximum of row {row} got weight {float(weights[top]):.3g} = 1/{count}, one over the number of "
+                    f"maxima in the WHOLE tensor: divide by each row's own count, sum(dim=-1, keepdim=True)"
+                )
             return (
                 f"the maximum of row {row} got weight {float(weights[top]):.3g}, not 1: with one largest score, all the "
                 "weight goes to it: each row's weights sum to 1"
@@ -567,9 +596,15 @@ def _hardmax_ties(answer):
                     f"row {row} has m = {m} tied maxima (scores {scores[row].tolist()}) and each got 1, so the row sums to m = {m}: "
                     f"they must share the weight equally, 1/m = {1 / m:.3g} each (divide by the number of maxima in the row)"
                 )
+            shares = got[row][tied]
+            which = ""
+            if float(shares[0]) == 1.0 and float(shares[1:].abs().sum()) == 0.0:
+                which = ": all of it went to the FIRST of them (argmax's tie-breaking)"
+            elif float(shares[-1]) == 1.0 and float(shares[:-1].abs().sum()) == 0.0:
+                which = ": all of it went to the LAST of them"
             return (
-                f"row {row} has m = {m} tied maxima (scores {scores[row].tolist()}); they got {[round(float(w), 3) for w in got[row][tied]]} "
-                f"but must share the weight equally, 1/m = {1 / m:.3g} each (so the row still sums to 1)"
+                f"row {row} has m = {m} tied maxima (scores {scores[row].tolist()}); they got {[round(float(w), 3) for w in shares]}"
+                f"{which}, but they must share the weight equally, 1/m = {1 / m:.3g} each (so the row still sums to 1)"
             )
     return None
 
@@ -650,9 +685,86 @@ def _sparsemax_gradient(answer):
     )
 
 
+def _sparsemax_variant(
+    scores: torch.Tensor,
+    *,
+    descending=True,
+    values=True,
+    shift=0,
+    one=1.0,
+    by_n=False,
+    unsorted=False,
+    subtract=True,
+    first_k=1,
+    minus=1.0,
+    clamp=True,
+):
+    """Sparsemax with one of the usual slips (the defaults give sparsemax): the sort's direction, sorting the
+    indices, the index of the threshold's sum, the 1 of the support test, dividing by n, the cumulative sum of the
+    unsorted scores, clamping at theta instead of subtracting it."""
+    order = torch.sort(scores, descending=descending)
+    z = order.values if values else order.indices.to(scores.dtype)
+    n = len(scores)
+    k = torch.arange(first_k, first_k + n, dtype=scores.dtype)
+    cumulative = (scores if unsorted else z).cumsum(dim=0)
+    support = max(int((one + k * z > cumulative).sum()), 1)
+    theta = (cumulative[min(support - 1 + shift, n - 1)] - minus) / (n if by_n else support)
+    if not subtract:
+        return torch.clamp(scores, min=float(theta))
+    return torch.clamp(scores - theta, min=0) if clamp else scores - theta
+
+
+_SPARSEMAX_SLIPS = {
+    "you sorted in increasing order: sort the scores in DECREASING order (descending=True), so that the support is "
+    "made of the k LARGEST scores": {"descending": False},
+    "you used the indices that torch.sort returns: sort the score VALUES (torch.sort(...).values)": {"values": False},
+    "your threshold uses the sum of k + 1 scores: theta = (z_(1) + ... + z_(k) - 1) / k is cumulative[k - 1] (the "
+    "sum of the k largest), counting from 0": {"shift": 1},
+    "your support test has no 1 +: a score z_(k) is in the support when 1 + k z_(k) > z_(1) + ... + z_(k)": {
+        "one": 0.0
+    },
+    "you divided by n, the number of scores: theta = (z_(1) + ... + z_(k) - 1) / k, divided by k, the size of the "
+    "support": {"by_n": True},
+    "your cumulative sums are of the unsorted scores: take cumsum of the SORTED scores": {"unsorted": True},
+    "you clamped the scores at theta instead of subtracting it: the weights are max(z - theta, 0), so subtract theta, "
+    "then clamp at 0": {"subtract": False},
+    "some weights are negative: clamp the shifted scores at zero, max(z - theta, 0)": {"clamp": False},
+    "off by one in the support test: k runs 1, 2, ..., n (the k-th largest score is z_(k), index k - 1 when counting "
+    "from 0), so the test is 1 + k z_(k) > z_(1) + ... + z_(k)": {"first_k": 0},
+    "the threshold is theta = (z_(1) + ... + z_(k) - 1) / k: without the - 1 the weights cannot sum to 1": {
+        "minus": 0.0
+    },
+}
+
+
+def _sparsemax_slips(answer):
+    """The usual slips of the recipe, each named when the answer computes exactly it on two rows of scores."""
+    rows = (_CHAPTER_SCORES, torch.tensor([0.3, 0.1, 0.2, 0.25, -0.1, 0.15]), torch.tensor([2.0, -1.0, 0.5, 1.8, 0.0]))
+    outputs = [probe_tensor(answer(scores.clone()), tuple(scores.shape)) for scores in rows]
+    if all(torch.allclose(got, sparsemax(scores).double(), atol=1e-6) for got, scores in zip(outputs, rows)):
+        return None
+    if all(
+        torch.allclose(got, torch.softmax(scores.double(), dim=-1), atol=1e-6) for got, scores in zip(outputs, rows)
+    ):
+        return (
+            "these are softmax weights, positive everywhere: sparsemax subtracts a threshold theta from the scores and "
+            "clamps at 0, so low scores get EXACTLY zero"
+        )
+    for cause, flags in _SPARSEMAX_SLIPS.items():
+        if all(
+            torch.allclose(got, _sparsemax_variant(scores.double(), **flags), atol=1e-6)
+            for got, scores in zip(outputs, rows)
+        ):
+            return (
+                f"for the scores {_short(rows[0])} your weights are {[round(float(w), 3) for w in outputs[0]]}: {cause}"
+            )
+    return None
+
+
 add_properties(
     "3.2",
     [
+        Property("the recipe's steps (sort, support test, threshold, clamp)", _sparsemax_slips),
         Property("the weights sum to 1", _sparsemax_sums_to_one),
         Property("one threshold (w = max(z - theta, 0) with the same theta for every score)", _sparsemax_one_threshold),
         Property("the gradient (theta depends on the scores, and autograd must see it)", _sparsemax_gradient),
@@ -667,7 +779,11 @@ def _beta_target_is_used(answer):
         _as_number(_call_with_time_limit(answer, _BETA_SCORES.clone(), target), _BETA_SCORES, target)
         for target in (0.75, 0.97)
     ]
-    if None not in betas and abs(betas[0] - betas[1]) <= 1e-9 * max(abs(betas[1]), 1.0):
+    if (
+        None not in betas
+        and abs(betas[0] - betas[1]) <= 1e-9 * max(abs(betas[1]), 1.0)
+        and _top_weight(_BETA_SCORES, betas[0]) < 0.97
+    ):
         return (
             f"for the scores {_short(_BETA_SCORES)} you return beta = {betas[0]:.4g} both for target 0.75 and for target 0.97: "
             "a higher target needs a larger beta, so search with the target you are given"
@@ -676,8 +792,13 @@ def _beta_target_is_used(answer):
 
 
 def _beta_smallest(answer):
-    for target in (0.9, 0.75, 0.97):
-        sentence = probe_from_check(_check_beta_case, _BETA_SCORES, target)(answer)
+    for scores, target in (
+        (_BETA_SCORES, 0.9),
+        (_BETA_SCORES, 0.75),
+        (_BETA_SCORES, 0.97),
+        (torch.tensor([1.0, 0.95, 0.0, -0.5], dtype=torch.float64), 0.99),  # a beta near 100
+    ):
+        sentence = probe_from_check(_check_beta_case, scores, target)(answer)
         if sentence:
             return sentence
     return None
