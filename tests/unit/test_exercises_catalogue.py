@@ -29,6 +29,7 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from attention_book.exercises import REGISTRY, evaluate, get, load_all
 from attention_book.exercises._core import GENERIC
@@ -1100,6 +1101,290 @@ def _(scores, target=0.9):
     return high
 
 
+# ====================================================================== chapter 4
+
+
+# ---------------------------------------------------------------- 4.1 (split_heads, merge_heads)
+
+
+def _split(x, num_heads):
+    batch, T, d_model = x.shape
+    return x.reshape(batch, T, num_heads, d_model // num_heads).transpose(1, 2)
+
+
+def _merge(x):
+    batch, heads, T, d_head = x.shape
+    return x.transpose(1, 2).reshape(batch, T, heads * d_head)
+
+
+def _split_permuted_wrongly(x, num_heads):
+    batch, T, d_model = x.shape
+    return x.reshape(batch, T, num_heads, d_model // num_heads).permute(0, 2, 3, 1)
+
+
+def _split_with_true_division(x, num_heads):
+    batch, T, d_model = x.shape
+    return x.reshape(batch, T, num_heads, d_model / num_heads).transpose(1, 2)
+
+
+def _split_as_chunks(x, num_heads):
+    return x.chunk(num_heads, dim=-1)
+
+
+def _split_batch_times_heads(x, num_heads):
+    batch, T, d_model = x.shape
+    return _split(x, num_heads).reshape(batch * num_heads, T, d_model // num_heads)
+
+
+def _merge_summed(x):
+    return x.sum(dim=1)
+
+
+def _merge_on_the_tokens(x):
+    return torch.cat([x[:, h] for h in range(x.shape[1])], dim=1)
+
+
+def _merge_features_first(x):
+    batch, heads, T, d_head = x.shape
+    return x.permute(0, 1, 3, 2).reshape(batch, heads * d_head, T)
+
+
+def _merge_wrong_pair(x):
+    batch, heads, T, d_head = x.shape
+    return x.transpose(2, 3).reshape(batch, T, heads * d_head)
+
+
+wrong("4.1", "split: permute(0, 2, 3, 1)", r"swapped")((_split_permuted_wrongly, _merge))
+wrong("4.1", "split: d_model / num_heads (a float)", r"//")((_split_with_true_division, _merge))
+wrong("4.1", "split: the chunks returned as a tuple", r"stack")((_split_as_chunks, _merge))
+wrong("4.1", "split: batch and heads merged", r"merged")((_split_batch_times_heads, _merge))
+wrong("4.1", "merge: the heads summed", r"summed the heads|concatenate")((_split, _merge_summed))
+wrong("4.1", "merge: heads concatenated on the tokens", r"along the features|dim=-1")((_split, _merge_on_the_tokens))
+wrong("4.1", "merge: features before tokens", r"swapped")((_split, _merge_features_first))
+wrong("4.1", "merge: transpose(2, 3) instead of (1, 2)", r"transpose\(1, 2\)")((_split, _merge_wrong_pair))
+wrong("4.1", "passed as a dict", r"pair")({"split_heads": _split, "merge_heads": _merge})
+
+
+def _split_unflatten(x, num_heads):
+    return x.unflatten(-1, (num_heads, -1)).transpose(1, 2).contiguous()
+
+
+def _merge_loop(x):
+    return torch.cat([x[:, h] for h in range(x.shape[1])], dim=-1)
+
+
+correct("4.1", "unflatten, and a loop of cat over the heads")((_split_unflatten, _merge_loop))
+correct("4.1", "view with -1, permute back and flatten")(
+    (
+        lambda x, n: x.view(x.shape[0], -1, n, x.shape[-1] // n).permute(0, 2, 1, 3),
+        lambda x: x.permute(0, 2, 1, 3).flatten(2),
+    )
+)
+
+
+# ---------------------------------------------------------------- 4.2 mha_parameter_count(d_model, num_heads, d_head, bias)
+
+
+def _parameters(
+    d_model,
+    num_heads,
+    d_head,
+    bias,
+    *,
+    bias_always=False,
+    bias_reversed=False,
+    extra=0,
+    projections=3,
+    q_per_head=False,
+):
+    inner = num_heads * d_head
+    weights = projections * d_model * inner + inner * d_model + extra
+    with_bias = (not bias) if bias_reversed else (bias or bias_always)
+    biases = (projections * (d_head if q_per_head else inner) + d_model) if with_bias else 0
+    return weights + biases
+
+
+@wrong("4.2", "biases counted even with bias=False", r"even with bias=false|whether or not")
+def _(d_model, num_heads, d_head, bias):
+    return _parameters(d_model, num_heads, d_head, bias, bias_always=True)
+
+
+@wrong("4.2", "bias=True and False reversed", r"when bias is false|reversed|the other way")
+def _(d_model, num_heads, d_head, bias):
+    return _parameters(d_model, num_heads, d_head, bias, bias_reversed=True)
+
+
+@wrong("4.2", "a layer norm counted too", r"too many|only w_q, w_k, w_v")
+def _(d_model, num_heads, d_head, bias):
+    return _parameters(d_model, num_heads, d_head, bias, extra=2 * d_model)
+
+
+@wrong("4.2", "no key projection", r"one in each of w_q, w_k, w_v and w_o")
+def _(d_model, num_heads, d_head, bias):
+    return _parameters(d_model, num_heads, d_head, bias, projections=2)
+
+
+@wrong("4.2", "input biases of one head only", r"one number per output feature")
+def _(d_model, num_heads, d_head, bias):
+    return _parameters(d_model, num_heads, d_head, bias, q_per_head=True)
+
+
+@wrong("4.2", "W_Q, W_K, W_V as d_model x d_model", r"num_heads \* d_head")
+def _(d_model, num_heads, d_head, bias):
+    inner = num_heads * d_head
+    return 3 * d_model * d_model + inner * d_model + ((3 * inner + d_model) if bias else 0)
+
+
+@wrong("4.2", "four biases of d_model", r"one number per output feature")
+def _(d_model, num_heads, d_head, bias):
+    inner = num_heads * d_head
+    return 4 * d_model * inner + (4 * d_model if bias else 0)
+
+
+@wrong("4.2", "a list of the four counts", r"whole number|an int")
+def _(d_model, num_heads, d_head, bias):
+    inner = num_heads * d_head
+    b = inner if bias else 0
+    return [d_model * inner + b, d_model * inner + b, d_model * inner + b, inner * d_model + (d_model if bias else 0)]
+
+
+@wrong("4.2", "the string of a number", r"whole number|an int")
+def _(d_model, num_heads, d_head, bias):
+    return str(_parameters(d_model, num_heads, d_head, bias))
+
+
+@correct("4.2", "a float from / and numpy's int64")
+def _(d_model, num_heads, d_head, bias):
+    import numpy as np
+
+    inner = num_heads * d_head
+    return np.int64(4 * d_model * inner * 1.0 + bias * (3 * inner + d_model))
+
+
+@correct("4.2", "counted from an nn.Linear per projection")
+def _(d_model, num_heads, d_head, bias):
+    inner = num_heads * d_head
+    layers = [nn.Linear(d_model, inner, bias=bias) for _ in range(3)] + [nn.Linear(inner, d_model, bias=bias)]
+    return sum(p.numel() for layer in layers for p in layer.parameters())
+
+
+# ---------------------------------------------------------------- 4.3 multi_head_self_attention(x, in_w, in_b, out_w, out_b, num_heads)
+
+
+def _mha(x, in_w, in_b, out_w, out_b, num_heads, *, qkv=None, split=None, weights_of=None, merge=None, project=None):
+    batch, T, d_model = x.shape
+    d_head = d_model // num_heads
+    q, k, v = qkv(x, in_w, in_b) if qkv else (x @ in_w.T + in_b).chunk(3, dim=-1)
+    heads = split or (lambda t: t.reshape(batch, T, num_heads, d_head).transpose(1, 2))
+    q, k, v = heads(q), heads(k), heads(v)
+    A = weights_of(q, k) if weights_of else torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d_head), dim=-1)
+    merged = merge(A @ v) if merge else (A @ v).transpose(1, 2).reshape(batch, T, d_model)
+    out = project(merged, out_w, out_b) if project else merged @ out_w.T + out_b
+    return out, A
+
+
+@wrong("4.3", "q, k, v chunked along the tokens", r"chunk\(3, dim=-1\)|dim=-1")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    return _mha(x, in_w, in_b, out_w, out_b, num_heads, qkv=lambda x, w, b: (x @ w.T + b).chunk(3, dim=1))
+
+
+@wrong("4.3", "weights averaged over the heads", r"head is missing|averag")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    out, A = _mha(x, in_w, in_b, out_w, out_b, num_heads)
+    return out, A.mean(dim=1)
+
+
+@wrong("4.3", "the scores returned as the weights", r"these are the scores")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    out, A = _mha(x, in_w, in_b, out_w, out_b, num_heads)
+    q, k, _ = (x @ in_w.T + in_b).chunk(3, dim=-1)
+    batch, T, d_model = x.shape
+    d_head = d_model // num_heads
+    q, k = (t.reshape(batch, T, num_heads, d_head).transpose(1, 2) for t in (q, k))
+    return out, q @ k.transpose(-2, -1) / math.sqrt(d_head)
+
+
+@wrong("4.3", "dropout on the weights", r"dropout")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    d_head = x.shape[-1] // num_heads
+    return _mha(
+        x,
+        in_w,
+        in_b,
+        out_w,
+        out_b,
+        num_heads,
+        weights_of=lambda q, k: F.dropout(torch.softmax(q @ k.mT / math.sqrt(d_head), -1), 0.1),
+    )
+
+
+@wrong("4.3", "merged after transpose(2, 3)", r"transpose\(1, 2\)|put back in place")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    batch, T, d_model = x.shape
+    return _mha(x, in_w, in_b, out_w, out_b, num_heads, merge=lambda h: h.transpose(2, 3).reshape(batch, T, d_model))
+
+
+@wrong("4.3", "output bias added before the projection", r"bias.*after|before the projection")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    return _mha(x, in_w, in_b, out_w, out_b, num_heads, project=lambda m, w, b: (m + b) @ w.T)
+
+
+@wrong("4.3", "returned only the output", r"pair \(out, weights\)")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    return _mha(x, in_w, in_b, out_w, out_b, num_heads)[0]
+
+
+@wrong("4.3", "x @ in_proj_weight (not transposed)", r"transpose in_proj_weight")
+def _(x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads):
+    qkv = x @ in_proj_weight + in_proj_bias
+    return _mha(
+        x, in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias, num_heads, qkv=lambda *_: qkv.chunk(3, -1)
+    )
+
+
+@wrong("4.3", "only the value bias added", r"query bias")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    d = x.shape[-1]
+    return _mha(
+        x,
+        in_w,
+        in_b,
+        out_w,
+        out_b,
+        num_heads,
+        qkv=lambda x, w, b: ((x @ w[:d].T), (x @ w[d : 2 * d].T), (x @ w[2 * d :].T + b[2 * d :])),
+    )
+
+
+@wrong("4.3", "heads left on the last axis", r"transpose\(1, 2\)|heads axis|before the tokens")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    batch, T, d_model = x.shape
+    return _mha(
+        x,
+        in_w,
+        in_b,
+        out_w,
+        out_b,
+        num_heads,
+        split=lambda t: t.reshape(batch, T, num_heads, d_model // num_heads),
+        merge=lambda h: h.reshape(batch, T, d_model),
+    )
+
+
+@correct("4.3", "a loop over the heads in float64, F.linear")
+def _(x, in_w, in_b, out_w, out_b, num_heads):
+    x, in_w, in_b, out_w, out_b = (t.double() for t in (x, in_w, in_b, out_w, out_b))
+    q, k, v = F.linear(x, in_w, in_b).chunk(3, dim=-1)
+    d_head = x.shape[-1] // num_heads
+    outs, weights = [], []
+    for h in range(num_heads):
+        block = slice(h * d_head, (h + 1) * d_head)
+        a = torch.softmax(q[..., block] @ k[..., block].transpose(1, 2) / d_head**0.5, dim=-1)
+        outs.append(a @ v[..., block])
+        weights.append(a)
+    return F.linear(torch.cat(outs, dim=-1), out_w, out_b), torch.stack(weights, dim=1)
+
+
 # ====================================================================== the tests
 
 # Entries whose hint is true but does not name the mistake (reported; at most 5 % of the catalogue).
@@ -1213,7 +1498,7 @@ def test_a_catalogued_wrong_answer_fails_with_one_line_that_names_its_mistake(ex
 
 
 # The chapters catalogued so far (the work goes chapter by chapter).
-CATALOGUED_CHAPTERS = {"1", "2", "3"}
+CATALOGUED_CHAPTERS = {"1", "2", "3", "4"}
 
 
 def test_the_catalogue_has_8_per_exercise_and_95_percent_named():

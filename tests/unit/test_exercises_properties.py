@@ -98,6 +98,43 @@ def _doubled_head_output(x_query, x_memory, W_Q, W_K, W_V):
     return 2.0 * (A @ (x_memory @ W_V)), A
 
 
+def _mha_with(x, in_w, in_b, out_w, out_b, num_heads, *, heads=None, weights=None, dropout=0.0):
+    batch, T, d_model = x.shape
+    d_head = d_model // num_heads
+    split = heads or (lambda t: t.reshape(batch, T, num_heads, d_head).transpose(1, 2))
+    q, k, v = (split(t) for t in (x @ in_w.T + in_b).chunk(3, dim=-1))
+    S = q @ k.transpose(-2, -1) / math.sqrt(d_head)
+    A = weights(S) if weights else torch.softmax(S, dim=-1)
+    A = torch.nn.functional.dropout(A, p=dropout) if dropout else A
+    H = A @ v
+    if heads:
+        H = H.roll(-1, dims=1)  # put the heads back in their order
+    return H.transpose(1, 2).reshape(batch, T, d_model) @ out_w.T + out_b, A
+
+
+def _heads_rolled(x, in_w, in_b, out_w, out_b, num_heads):
+    batch, T, d_model = x.shape
+    split = lambda t: (
+        t.reshape(batch, T, num_heads, d_model // num_heads).roll(1, dims=2).transpose(1, 2)
+    )  # head 1 reads block 0
+    return _mha_with(x, in_w, in_b, out_w, out_b, num_heads, heads=split)
+
+
+def _normalised_sigmoid_mha(x, in_w, in_b, out_w, out_b, num_heads):
+    sigmoid_rows = lambda S: torch.sigmoid(S) / torch.sigmoid(S).sum(dim=-1, keepdim=True)
+    return _mha_with(x, in_w, in_b, out_w, out_b, num_heads, weights=sigmoid_rows)
+
+
+def _dropout_mha(x, in_w, in_b, out_w, out_b, num_heads):
+    return _mha_with(x, in_w, in_b, out_w, out_b, num_heads, dropout=0.2)
+
+
+def _one_heads_input_biases(d_model, num_heads, d_head, bias):
+    """Each input projection's bias counted as one head's, d_head numbers, not num_heads * d_head."""
+    inner = num_heads * d_head
+    return 4 * d_model * inner + ((3 * d_head + d_model) if bias else 0)
+
+
 def _pre_norm_without_feed_forward(layer, x, memory):
     """Right for post-norm layers; a pre-norm layer forgets its third sub-layer."""
     T = x.shape[1]
@@ -165,10 +202,13 @@ CASES = [
     ("4.1", "the split", student("4.1", "split with the head index fastest")),
     ("4.1", "the merge", student("4.1", "merge with permute(0, 2, 3, 1)")),
     ("4.2", "the weights", student("4.2", "ignores d_head")),
-    ("4.2", "the biases", student("4.2", "output bias as wide as the heads")),
-    ("4.3", "the heads", registered("4.3", "interleaved_layout")),
+    ("4.2", "the biases", _one_heads_input_biases),
+    ("4.2", "the terms counted", registered("4.2", "forgot the biases")),
+    ("4.3", "no randomness", _dropout_mha),
+    ("4.3", "the steps of multi-head attention", registered("4.3", "interleaved_layout")),
+    ("4.3", "the heads", _heads_rolled),
     ("4.3", "the softmax axis", student("4.3", "softmax over the heads")),
-    ("4.3", "the softmax (", registered("4.3", "no_weight_transpose")),
+    ("4.3", "the softmax (", _normalised_sigmoid_mha),
     ("4.3", "the scale", student("4.3", "scaled by sqrt(num_heads)")),
     ("4.3", "the merge", student("4.3", "merge with permute(0, 2, 3, 1)")),
     ("4.3", "the in-projection biases", student("4.3", "the query bias for all three")),

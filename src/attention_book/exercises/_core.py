@@ -292,6 +292,10 @@ def evaluate(exercise_id: str, answer: Any) -> Outcome:
     _VIEW_FALLBACKS.clear()
     _SIZE_NAMES.clear()
     grad_enabled = torch.is_grad_enabled()  # an answer that leaves autograd off must not switch it off for the notebook
+    # The checks work on tensors of a few dozen numbers: one thread is fastest, and on a busy machine several threads
+    # spin (a 4-d softmax took 10 ms a call with two threads on a loaded 2-core machine, 10 us with one).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     status, hint, crashed = "failed", "", False
     try:
         if callable(answer) or isinstance(answer, (tuple, list)):
@@ -315,6 +319,7 @@ def evaluate(exercise_id: str, answer: Any) -> Outcome:
         _VIEW_FALLBACKS.clear()
         _SIZE_NAMES.clear()
         torch.set_grad_enabled(grad_enabled)
+        torch.set_num_threads(threads)
     RESULTS[exercise.id] = status == "passed"
     mark = PASS_MARK if status == "passed" else FAIL_MARK
     line = _one_line(f"{mark} {label}: {hint}")
@@ -401,6 +406,10 @@ LIKELY_CAUSES: list[tuple[str, str]] = [
     (
         "t() expects a tensor with <= 2 dimensions",
         "t() only transposes a matrix; on a tensor with a batch axis write .transpose(-2, -1) to swap the last two axes",
+    ),
+    (
+        "tuple of ints",
+        "a size computed with / is a float (12 / 3 = 4.0): use // for sizes, e.g. d_model // num_heads",
     ),
     ("expected scalar type", "two tensors of different dtypes: convert with .to(other.dtype) or .float()"),
     ("dtype", "a tensor of the wrong dtype: masks are torch.bool, token ids torch.long, the rest float"),
@@ -909,8 +918,8 @@ def diagnose(
     ):
         raise ExerciseFailure(
             f"{what} holds the right numbers with its last two axes swapped (shape {tuple(got.shape)}, not "
-            f"{tuple(expected.shape)}): in a product write the operands the other way round (weights on the left, "
-            "as in H = A @ V), or transpose the result"
+            f"{tuple(expected.shape)}): swap them back (transpose(-2, -1)) or build it with its axes in the order "
+            "asked; if a product makes it, write its operands the other way round (as in H = A @ V)"
         )
     got = require_tensor_like(got, expected, what, known_mistakes=known, axes=axes)
     if _close(got, expected, atol=atol, rtol=rtol):

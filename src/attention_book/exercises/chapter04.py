@@ -37,7 +37,7 @@ from ._core import (
     random_generator,
     register,
 )
-from ._probes import attention_properties
+from ._probes import attention_properties, determinism_probe
 
 # ---------------------------------------------------------------------------------
 # 4.1 Split and merge heads
@@ -103,9 +103,15 @@ SPLIT_HINTS = {
 }
 MERGE_HINTS = {
     "without_transpose": "merged without transposing back: the heads axis must move behind the tokens "
-    "(transpose(1, 2)) before reshaping to (batch, T, heads * d_head); reshape without transpose mixes tokens",
+    "(transpose(1, 2)) before reshaping to (batch, T, heads * d_head); reshaping straight away mixes tokens",
     "interleaved": "heads merged in the wrong order: the features of each head must stay together "
     "(head 0's d_head features, then head 1's, ...), the inverse of split_heads, not interleaved",
+    "summed": "you summed the heads: merging puts them side by side (head 0's d_head features, then head 1's, ...), "
+    "so concatenate their features, it does not add them",
+    "averaged": "you averaged the heads: merging puts them side by side (head 0's d_head features, then head 1's, "
+    "...), so concatenate their features",
+    "on the tokens": "you concatenated the heads along the tokens (dim=1): concatenate them along the features "
+    "(dim=-1), so that each token gets num_heads * d_head features",
 }
 
 
@@ -129,6 +135,11 @@ def _check_split_merge(answer) -> None:
         name_sizes(batch=batch, T=T, num_heads=heads, d_head=d_head, d_model=heads * d_head)
         got = call(split, x.clone(), heads)
         what = f"split_heads(x, num_heads={heads}) for x of shape {tuple(x.shape)}"
+        if isinstance(got, (tuple, list)) and len(got) == heads and all(isinstance(t, torch.Tensor) for t in got):
+            raise ExerciseFailure(
+                f"{what} is a {type(got).__name__} of {heads} tensors of shape {tuple(got[0].shape)}: stack them on a new "
+                f"head axis, torch.stack(chunks, dim=1), to get one tensor of shape {(batch, heads, T, d_head)}"
+            )
         if isinstance(got, torch.Tensor) and tuple(got.shape) == (batch, T, heads, d_head) and T != heads:
             raise ExerciseFailure(f"{what} has shape {tuple(got.shape)}: {SPLIT_HINTS['heads_last']}")
         diagnose(
@@ -151,6 +162,9 @@ def _check_split_merge(answer) -> None:
             known_mistakes={
                 MERGE_HINTS["without_transpose"]: _merge_without_transpose(head_outputs),
                 MERGE_HINTS["interleaved"]: _merge_interleaved(head_outputs),
+                MERGE_HINTS["summed"]: head_outputs.sum(dim=1),
+                MERGE_HINTS["averaged"]: head_outputs.mean(dim=1),
+                MERGE_HINTS["on the tokens"]: torch.cat(list(head_outputs.unbind(1)), dim=1),
             },
             atol=0.0,
             rtol=0.0,
@@ -340,17 +354,22 @@ def _mha_variant(
     layout="stacked",
     biases=True,
     output_projection=True,
+    chunk_dim=-1,
+    value_bias_only=False,
+    out_bias_first=False,
 ):
-    """The solution with one thing done wrong (for the known mistakes)."""
+    """The solution with one thing done wrong (for the known mistakes and the slips probe)."""
     batch, T, d_model = x.shape
     d_head = d_model // num_heads
     if transpose_weights:
         weight = in_proj_weight.T  # (d_model, 3 d_model)
     else:  # W_Q, W_K, W_V each used as stored, (out, in), instead of transposed
         weight = torch.cat(in_proj_weight.chunk(3, dim=0), dim=1)  # (d_model, 3 d_model)
+    if value_bias_only:
+        in_proj_bias = torch.cat([torch.zeros(2 * d_model, dtype=x.dtype), in_proj_bias[2 * d_model :]])
     qkv = x @ weight + (in_proj_bias if biases else 0.0)  # (batch, T, 3 d_model)
     if layout == "stacked":
-        parts = qkv.chunk(3, dim=-1)
+        parts = qkv.chunk(3, dim=chunk_dim)
         if split == "correct":
             q, k, v = (t.reshape(batch, T, num_heads, d_head).transpose(1, 2) for t in parts)
         elif split == "view_no_transpose":  # raises on the chunks, which are not contiguous
@@ -364,6 +383,8 @@ def _mha_variant(
     merged = (weights @ v).transpose(1, 2).reshape(batch, T, d_model)
     if not output_projection:
         return merged, weights
+    if out_bias_first:
+        return (merged + out_proj_bias) @ out_proj_weight.T, weights
     return merged @ out_proj_weight.T + (out_proj_bias if biases else 0.0), weights
 
 
@@ -459,6 +480,16 @@ def _check_multi_head_attention(answer) -> None:
             )
             wrong = {hint: _mistake(**change)(x, *arguments, heads) for change, hint in MHA_MISTAKES.values()}
         size = f"(batch={batch}, T={T}, d_model={d_model}, num_heads={heads}{', x times 30: large scores' if x_scale > 1 else ''})"
+        if (
+            isinstance(weights, torch.Tensor)
+            and heads not in (1, T)
+            and tuple(weights.shape) == (batch, T, heads, heads)
+        ):
+            raise ExerciseFailure(
+                f"the tensor of attention weights {size} has shape {tuple(weights.shape)}, heads by heads for every token: "
+                "the heads axis must come before the tokens. Reshape q, k, v to (batch, T, heads, d_head), then "
+                "transpose(1, 2) to (batch, heads, T, d_head)"
+            )
         diagnose(
             weights,
             expected_weights,
@@ -510,6 +541,9 @@ def _split_probe(answer):
     split, _ = probe_pair(answer)
     x = _split_ids()
     got = probe_tensor(split(x.clone(), _H), (_B, _H, _T, _D))
+    for key, variant in (("without_transpose", _split_without_transpose), ("interleaved", _split_interleaved)):
+        if torch.equal(got, variant(x, _H).double()):
+            return SPLIT_HINTS[key]
     for b in range(_B):
         for h in range(_H):
             for t in range(_T):
@@ -535,6 +569,9 @@ def _merge_probe(answer):
     j = torch.arange(_D)[None, None, None, :]
     heads = (1000 * b + 100 * h + 10 * t + j).float()  # (batch, heads, T, d_head)
     got = probe_tensor(merge(heads.clone()), (_B, _T, _H * _D))
+    for key, variant in (("without_transpose", _merge_without_transpose), ("interleaved", _merge_interleaved)):
+        if torch.equal(got, variant(heads).double()):
+            return MERGE_HINTS[key]
     for bb in range(_B):
         for tt in range(_T):
             for f in range(_H * _D):
@@ -565,6 +602,47 @@ def _count(answer, *args) -> int:
     if isinstance(result, bool) or not isinstance(result, numbers.Real):
         raise ValueError("not a number: the checker says so")
     return int(result)
+
+
+_COUNT_SLIPS = {
+    "you forgot the output projection W_O, which maps the concatenated heads back to d_model": _count_without_output_projection,
+    "you counted the projections of one head only: every head has its own W_Q, W_K and W_V (multiply by num_heads), "
+    "and W_O reads all heads": _count_one_head,
+    "you forgot the biases: with bias=True each projection also has one bias per output feature": _count_without_biases,
+    "the output projection's bias has one number per OUTPUT feature, d_model, not num_heads * d_head": _count_output_bias_per_input,
+    "W_O maps the concatenated heads (num_heads * d_head features) to d_model, so it is (num_heads * d_head) x d_model, "
+    "not d_model x d_model": _count_square_output,
+}
+
+
+def _count_extra_probe(answer):
+    """Whole terms added or taken away: the registered slips, biases counted whatever bias says, a fixed multiple of
+    d_model too many."""
+    sizes = [(8, 2, 3, True), (8, 2, 3, False), (5, 3, 7, True), (6, 4, 6, True)]
+    counts = [_count(answer, *case) for case in sizes]
+    if counts != [_parameter_count_solution(*case) for case in sizes]:
+        for hint, slip in _COUNT_SLIPS.items():
+            if counts == [slip(*case) for case in sizes]:
+                return f"for d_model = 8 and 2 heads of d_head = 3 (bias=True) you count {counts[0]}: {hint}"
+    without, with_ = _count(answer, 8, 2, 3, False), _count(answer, 8, 2, 3, True)
+    right_without, right_with = 4 * 8 * 6, 4 * 8 * 6 + 3 * 6 + 8
+    if without == right_with and with_ == right_with:
+        return (
+            f"for d_model = 8 and 2 heads of d_head = 3 you count {without} with bias=False too: you counted the biases "
+            "even with bias=False; add them only when bias is True"
+        )
+    if without == right_with and with_ == right_without:
+        return (
+            f"for d_model = 8 and 2 heads of d_head = 3 you count {without} with bias=False and {with_} with bias=True: "
+            "you add the biases when bias is False; the test is the wrong way round"
+        )
+    extra, extra_wide = without - right_without, _count(answer, 16, 2, 3, False) - 4 * 16 * 6
+    if extra > 0 and extra % 8 == 0 and extra_wide == 2 * extra:
+        return (
+            f"for d_model = 8 and 2 heads of d_head = 3 without biases you count {extra} = {extra // 8} d_model parameters "
+            "too many: the layer has only W_Q, W_K, W_V and W_O (and their biases), no layer norm or other weights"
+        )
+    return None
 
 
 def _count_weights_probe(answer):
@@ -603,6 +681,7 @@ def _count_biases_probe(answer):
 add_properties(
     "4.2",
     [
+        Property("the terms counted (the four projections and, with bias=True only, their biases)", _count_extra_probe),
         Property("the weights (W_Q, W_K, W_V, W_O: d_model x num_heads * d_head each)", _count_weights_probe),
         Property("the biases (one per output feature of each projection, only with bias=True)", _count_biases_probe),
     ],
@@ -752,9 +831,63 @@ def _heads_probe(answer):
     )
 
 
+_MHA_SLIPS = {
+    **{hint: change for change, hint in MHA_MISTAKES.values()},
+    "you cut q, k and v along the tokens: in_proj_weight gives each token [q | k | v], so chunk(3, dim=-1), along "
+    "the features": {"chunk_dim": 1},
+    "only the value bias is added: in_proj_bias is [query bias | key bias | value bias], add all of it to "
+    "x @ in_proj_weight.T before the split (the query bias changes the weights)": {"value_bias_only": True},
+    "you added out_proj_bias before the output projection: out = merged @ out_proj_weight.T + out_proj_bias, the bias "
+    "after the product": {"out_bias_first": True},
+}
+
+
+def _mha_slips_probe(answer):
+    """A random layer with 3 heads, 3 tokens (so that q, k, v cut along the tokens still run) and nonzero biases:
+    the answer must not compute any of the usual slips exactly."""
+    generator = torch.Generator().manual_seed(64)
+    d_model, heads = 12, 3
+    x = torch.randn(2, 3, d_model, generator=generator)
+    parts = (
+        0.5 * torch.randn(3 * d_model, d_model, generator=generator),
+        0.5 * torch.randn(3 * d_model, generator=generator),
+        0.5 * torch.randn(d_model, d_model, generator=generator),
+        0.5 * torch.randn(d_model, generator=generator),
+    )
+    out, weights = _mha_call(
+        answer, x.clone(), in_w=parts[0], in_b=parts[1], out_w=parts[2], out_b=parts[3], heads=heads
+    )
+    right = _mha_solution(x.double(), *(p.double() for p in parts), heads)
+    if torch.allclose(out, right[0], atol=1e-4) and torch.allclose(weights, right[1], atol=1e-5):
+        return None
+    for hint, change in _MHA_SLIPS.items():
+        if change.get("split") == "view_no_transpose":
+            continue
+        wrong = _mistake(**change)(x.double(), *(p.double() for p in parts), heads)
+        if torch.allclose(out, wrong[0], atol=1e-4) and torch.allclose(weights, wrong[1], atol=1e-5):
+            return hint
+    return None
+
+
+def _mha_pair(answer):
+    generator = torch.Generator().manual_seed(65)
+    d_model = 8
+    x = torch.randn(1, 4, d_model, generator=generator)
+    return answer(
+        x,
+        torch.randn(3 * d_model, d_model, generator=generator),
+        torch.randn(3 * d_model, generator=generator),
+        torch.randn(d_model, d_model, generator=generator),
+        torch.randn(d_model, generator=generator),
+        2,
+    )
+
+
 add_properties(
     "4.3",
     [
+        Property("no randomness (the same inputs give the same output and weights)", determinism_probe(_mha_pair)),
+        Property("the steps of multi-head attention (each as nn.MultiheadAttention takes it)", _mha_slips_probe),
         Property("the heads (head h reads its own block of d_head features of q, k and v)", _heads_probe),
         *attention_properties(_mha_weights_of, sizes=lambda d: {"d_model": 5 * d, "num_heads": 5}, axis_sizes=(3, 3)),
         Property(
