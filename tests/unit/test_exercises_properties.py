@@ -14,6 +14,7 @@ import math
 import pytest
 import torch
 
+import attention_book as ab
 from attention_book.exercises import FAIL_MARK, REGISTRY, check, load_all
 from attention_book.exercises.chapter01 import _influence_variant
 from tests.unit import test_exercises_student_answers as catalogue
@@ -213,12 +214,14 @@ CASES = [
     ("4.3", "the merge", student("4.3", "merge with permute(0, 2, 3, 1)")),
     ("4.3", "the in-projection biases", student("4.3", "the query bias for all three")),
     ("4.3", "the output projection", student("4.3", "output weight not transposed")),
+    ("5.1", "the arguments", lambda d_model, num_positions: ab.sinusoidal_encoding(num_positions, d_model)),
     ("5.1", "position 0", student("5.1", "sine in the odd columns too")),
     ("5.1", "the frequencies", student("5.1", "base 1000")),
     ("5.2", "a rotation", student("5.2", "a reflection, not a rotation")),
     ("5.2", "moving k positions on", student("5.2", "the identity")),
     ("5.3", "blind to order", registered("5.3", "kept the positions")),
     ("5.4", "an accuracy", student("5.4", "a percentage")),
+    ("5.4", "the usual slips", registered("5.4", "grouped by sequence")),
     ("5.4", "bags of tokens", student("5.4", "grouped by the token sum")),
     ("5.4", "the majority label", student("5.4", "number of bags over N")),
     ("5.5", "the positions are added", student("5.5", "multiplied")),

@@ -411,6 +411,10 @@ LIKELY_CAUSES: list[tuple[str, str]] = [
         "tuple of ints",
         "a size computed with / is a float (12 / 3 = 4.0): use // for sizes, e.g. d_model // num_heads",
     ),
+    (
+        "cannot assign module before module.__init__() call",
+        "an nn.Module's __init__ must call super().__init__() first, before it assigns any layer or parameter",
+    ),
     ("expected scalar type", "two tensors of different dtypes: convert with .to(other.dtype) or .float()"),
     ("dtype", "a tensor of the wrong dtype: masks are torch.bool, token ids torch.long, the rest float"),
     ("does not require grad", "a tensor cut off from autograd (.detach(), .item(), numpy, torch.no_grad())"),

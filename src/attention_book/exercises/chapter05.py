@@ -104,6 +104,21 @@ def _table_transposed(num_positions, d_model):
 
 
 def _check_table_shape(table, num_positions: int, d_model: int) -> None:
+    if isinstance(table, torch.Tensor) and tuple(table.shape) == (num_positions, d_model // 2, 2):
+        raise ExerciseFailure(
+            f"your table has shape {tuple(table.shape)}: each pair's sine and cosine sit in a last axis of 2. Flatten the "
+            f"last two axes (reshape({num_positions}, {d_model})), so column 2i holds the sine and 2i + 1 the cosine"
+        )
+    if (
+        isinstance(table, torch.Tensor)
+        and tuple(table.shape) == (d_model, num_positions)
+        and torch.allclose(table.detach().double(), sinusoidal_encoding(d_model, num_positions).double(), atol=1e-5)
+    ):
+        raise ExerciseFailure(
+            f"your table has shape ({d_model}, {num_positions}): it is the table of {d_model} positions and {num_positions} "
+            "dimensions, so your function reads its arguments in the other order: the signature is "
+            "sinusoidal_table(num_positions, d_model)"
+        )
     if isinstance(table, torch.Tensor) and tuple(table.shape) == (d_model, num_positions):
         raise ExerciseFailure(
             f"your table has shape ({d_model}, {num_positions}) but should have shape ({num_positions}, {d_model}): "
@@ -219,6 +234,11 @@ def _check_offset_matrix(answer) -> None:
     k = int(torch.randint(1, 21, (), generator=generator))
     matrix = call(answer, d_model, k)
     expected = offset_rotation(d_model, k)
+    if isinstance(matrix, torch.Tensor) and tuple(matrix.shape) == (2, 2):
+        raise ExerciseFailure(
+            f"for d_model={d_model} you returned one 2 x 2 block: M is ({d_model}, {d_model}), block-diagonal with one "
+            "block per pair, each turning its pair by its own angle k omega_i"
+        )
     mistakes = {
         "your matrix moves BACK k positions (it rotates each pair by -omega_i k). With positions as rows, "
         "PE[p + k] = PE[p] @ M needs the block [[cos, -sin], [sin, cos]]; yours is its transpose, the block for column "
@@ -367,6 +387,16 @@ def _shuffled(
     return result
 
 
+def _shuffled_middle(tokens: torch.Tensor, lengths: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Every row's real tokens between its first and its last in a new order (rows of 3 or fewer stay as they are)."""
+    result = tokens.clone()
+    for row, length in enumerate(lengths.tolist()):
+        if length >= 4:
+            inner = 1 + torch.roll(torch.arange(length - 2), 1)
+            result[row, 1 : length - 1] = tokens[row, inner]
+    return result
+
+
 def _check_padding_does_not_matter(model, tokens: torch.Tensor, padding: torch.Tensor, *, logits: torch.Tensor) -> None:
     """Part of the order-blind classifier's check: three more padded positions leave the logits as they were."""
     batch, num_classes = tokens.shape[0], logits.shape[-1]
@@ -378,8 +408,9 @@ def _check_padding_does_not_matter(model, tokens: torch.Tensor, padding: torch.T
         atol=1e-4,
     ):
         raise ExerciseFailure(
-            "adding padded positions (padding False) changes the logits: pass the padding mask to the encoder and "
-            "average only over the real tokens (weights padding.float(), divided by their sum)"
+            "adding padded positions (padding False) changes the logits, so the padding reaches the result: either the "
+            "encoder attends to it (pass it the padding mask) or the pooling averages it (average only over the real "
+            "tokens: weights padding.float(), divided by their sum)"
         )
 
 
@@ -423,9 +454,18 @@ def _check_order_blind_classifier(answer) -> None:
         return _logits(model, shuffled, padding, num_classes=num_classes, what="after shuffling")
 
     if not torch.allclose(shuffled_logits(keep_first=True), logits, atol=1e-4):
+        middle = _shuffled_middle(tokens, lengths, generator)
+        if torch.allclose(
+            _logits(model, middle, padding, num_classes=num_classes, what="after shuffling"), logits, atol=1e-4
+        ):
+            raise ExerciseFailure(
+                "the logits change when the last real token moves, but not when the tokens between the first and the "
+                "last do: your model reads one position (the last token's output); pool with a mean over all real tokens"
+            )
         raise ExerciseFailure(
-            "shuffling the tokens changes the logits, so the model still sees order: leave out the position "
-            "signal (ab.Encoder(..., positional=None))"
+            "shuffling the tokens changes the logits, so the model still sees order: a position signal or a layer that "
+            "reads the tokens in sequence (an RNN, a convolution) tells it; leave out both (ab.Encoder(..., "
+            "positional=None))"
         )
     if not torch.allclose(shuffled_logits(keep_first=False), logits, atol=1e-4):
         raise ExerciseFailure(
@@ -441,7 +481,7 @@ register(
     answer="OrderBlindClassifier",
     solution=_OrderBlindClassifierSolution,
     mistakes=[
-        Mistake("kept the positions", _ClassifierWithPositions, "leave out the position signal"),
+        Mistake("kept the positions", _ClassifierWithPositions, "a position signal"),
         Mistake("pooled the first token", _FirstTokenClassifier, "another token comes first"),
         Mistake("averaged the padding too", _MeanOverPaddingClassifier, "adding padded positions"),
         Mistake("constant output", _ConstantClassifier, "whatever the tokens are"),
@@ -794,6 +834,13 @@ class _PositionsWithAssert(_LearnedPositionsSolution):
         return x + self.table[: x.shape[1]]
 
 
+def _rows(table: torch.Tensor, max_len: int, d_model: int) -> torch.Tensor:
+    """The table as (max_len, d_model): a (d_model, max_len) parameter used transposed is read transposed."""
+    if tuple(table.shape) == (d_model, max_len) and d_model != max_len:
+        return table.detach().T
+    return table.detach().reshape(max_len, d_model)
+
+
 def _position_table(model: nn.Module, max_len: int, d_model: int) -> nn.Parameter:
     """The one trainable parameter of max_len * d_model numbers (a Parameter or an nn.Embedding's weight)."""
     fitting = [p for p in model.parameters() if p.numel() == max_len * d_model]
@@ -816,6 +863,16 @@ def _position_table(model: nn.Module, max_len: int, d_model: int) -> nn.Paramete
     return fitting[0]
 
 
+def _raised_by_the_student(error: BaseException) -> bool:
+    """Whether the innermost frame of the error's traceback is the student's own code (their raise)."""
+    from ._core import _is_library
+
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and not _is_library(tb.tb_frame.f_code.co_filename)
+
+
 def _check_refuses_one_token_too_many(model, generator: torch.Generator, *, max_len: int, d_model: int) -> None:
     """Part of 5.6: one token too many must raise a ValueError that names both lengths."""
     too_long = torch.randn(2, max_len + 1, d_model, generator=generator)
@@ -835,7 +892,7 @@ def _check_refuses_one_token_too_many(model, generator: torch.Generator, *, max_
             f"ValueError naming both numbers ({max_len + 1} tokens, max_len={max_len})"
         ) from None
     except Exception as error:
-        own_check = str(max_len) in str(error) and "must match" not in str(error)
+        own_check = (str(max_len) in str(error) and "must match" not in str(error)) or _raised_by_the_student(error)
         raise ExerciseFailure(
             f"a sequence of {max_len + 1} tokens (max_len={max_len}) should raise ValueError naming both numbers, "
             f"but your module raised {type(error).__name__}"
@@ -865,7 +922,7 @@ def _check_learned_positions(answer) -> None:
     table = _position_table(model, max_len, d_model)
     with torch.no_grad():
         table.copy_(torch.randn(table.shape, generator=generator))
-    rows = table.detach().reshape(max_len, d_model)
+    rows = _rows(table, max_len, d_model)
     # Lengths 1, a middle one and exactly max_len must work; each token gets the row of its position.
     for T in (1, max_len // 2 + 1, max_len):
         x = torch.randn(3, T, d_model, generator=generator)
@@ -885,13 +942,17 @@ def _check_learned_positions(answer) -> None:
                 "you added position b to every token of sequence b; token t gets row t, broadcast over the batch": (
                     x + rows[:3, None, :] if 3 <= max_len else None
                 ),
+                "you returned the positions without x: add them to x, x + table[:T]": rows[:T].expand_as(x),
+                "you scaled x by sqrt(d_model): this module only adds the positions, x + table[:T]": x
+                * math.sqrt(d_model)
+                + rows[:T],
             },
         )
     # Training moves exactly the rows of the positions that occur.
     model.zero_grad()
     T = max_len - 2
     call(model, torch.randn(2, T, d_model, generator=generator)).sum().backward()
-    gradient = table.grad.reshape(max_len, d_model) if table.grad is not None else None
+    gradient = _rows(table.grad, max_len, d_model) if table.grad is not None else None
     if gradient is None or not (gradient[:T] != 0).all():
         raise ExerciseFailure("the positions get no gradient: add the table's rows to x so training can change them")
     if (gradient[T:] != 0).any():
@@ -929,15 +990,66 @@ def _table_start_probe(answer):
     wanted = torch.tensor([0.0, 1.0] * 4, dtype=torch.float64)
     if torch.allclose(row, wanted, atol=1e-5):
         return None
+    shown = [round(float(v), 3) for v in row]
+    named = {
+        "sines belong in the even columns (0, 2, 4, ...) and cosines in the odd ones; you swapped them": [1.0, 0.0] * 4,
+        "interleave sines and cosines: column 2i holds the sine and column 2i + 1 the cosine of pair i; you put all the "
+        "sines first and all the cosines after them": [0.0] * 4 + [1.0] * 4,
+    }
+    for cause, values in named.items():
+        if torch.allclose(row, torch.tensor(values, dtype=torch.float64), atol=1e-5):
+            return f"row 0 (position 0) of your 6 x 8 table is {shown}: {cause}"
+    if torch.allclose(row, sinusoidal_encoding(2, 8)[1].double(), atol=1e-5):
+        return f"row 0 of your 6 x 8 table is {shown}, position 1's row: positions start at 0, so row 0 is sin(0) = 0, cos(0) = 1"
     return (
         f"row 0 (position 0) of your 6 x 8 table is {[round(float(v), 3) for v in row]}; it must be (0, 1, 0, 1, ...): "
         "sin(0) = 0 in the even columns 2i and cos(0) = 1 in the odd columns 2i + 1, positions counted from 0"
     )
 
 
+def _angles_table(P: int, d: int, angle) -> torch.Tensor:
+    """The interleaved table whose pair i has the angle angle(p, i) at position p."""
+    p = torch.arange(P, dtype=torch.float64)[:, None]
+    i = torch.arange(d // 2, dtype=torch.float64)[None, :]
+    angles = angle(p, i)
+    table = torch.zeros(P, d, dtype=torch.float64)
+    table[:, 0::2], table[:, 1::2] = torch.sin(angles), torch.cos(angles)
+    return table
+
+
+_FREQUENCY_SLIPS = {
+    "pair i has the frequency of pair i + 1: the pairs are counted from 0, so the first pair (columns 0 and 1) turns by "
+    "1 per position, omega_0 = 1 / 10000^0": lambda p, i, d: p / 10000 ** (2 * (i + 1) / d),
+    "the exponent is 2i / d_model, not 2i / (d_model - 1)": lambda p, i, d: p / 10000 ** (2 * i / (d - 1)),
+    "the exponent is 2i / d_model, where i counts the PAIRS (column 2i and 2i + 1 share i); you used i / d_model": lambda p, i, d: (
+        p / 10000 ** (i / d)
+    ),
+    "you used log10 in the exp form: omega_i = exp(-ln(10000) 2i / d_model) needs the natural log (math.log)": lambda p, i, d: (
+        p * torch.exp(-math.log10(10000.0) * 2 * i / d)
+    ),
+    "10000 ** 2i / d_model without parentheses is (10000^(2i)) / d_model: write 10000 ** (2i / d_model)": lambda p, i, d: (
+        p / (10000 ** (2 * i) / d)
+    ),
+    "your angles have an extra factor pi: the angle is p / 10000^(2i / d_model), in radians, with no pi": lambda p, i, d: (
+        math.pi * p / 10000 ** (2 * i / d)
+    ),
+    "your angles are whole numbers: // is floor division; divide the positions with /": lambda p, i, d: (
+        p // 10000 ** (2 * i / d)
+    ),
+    "divide the position by 10000^(2i / d_model) (the frequencies fall from column to column); you multiplied": lambda p, i, d: (
+        p * 10000 ** (2 * i / d)
+    ),
+    "the base is 10000, not 1000: omega_i = 1 / 10000^(2i / d_model)": lambda p, i, d: p / 1000 ** (2 * i / d),
+}
+
+
 def _table_frequency_probe(answer):
     P, d = 12, 8
     table = probe_tensor(answer(P, d), (P, d))
+    if not torch.allclose(table, _angles_table(P, d, lambda p, i: p / 10000 ** (2 * i / d)), atol=1e-5):
+        for cause, angle in _FREQUENCY_SLIPS.items():
+            if torch.allclose(table, _angles_table(P, d, lambda p, i, angle=angle: angle(p, i, d)), atol=1e-5):
+                return f"for a {P} x {d} table: {cause}"
     positions = torch.arange(P, dtype=torch.float64)
     for i in range(d // 2):
         omega = _omega(i, d)
@@ -965,9 +1077,24 @@ def _table_frequency_probe(answer):
     return None
 
 
+def _table_arguments_probe(answer):
+    table = answer(6, 8)
+    if (
+        isinstance(table, torch.Tensor)
+        and tuple(table.shape) == (8, 6)
+        and torch.allclose(table.detach().double(), sinusoidal_encoding(8, 6).double(), atol=1e-5)
+    ):
+        return (
+            "for 6 positions and d_model = 8 you return the table of 8 positions and 6 dimensions: your function reads its "
+            "arguments in the other order; the signature is sinusoidal_table(num_positions, d_model)"
+        )
+    return None
+
+
 add_properties(
     "5.1",
     [
+        Property("the arguments (num_positions, then d_model)", _table_arguments_probe),
         Property("position 0 (sin 0 = 0 in the even columns, cos 0 = 1 in the odd ones)", _table_start_probe),
         Property("the frequencies (pair i: sin and cos of p / 10000^(2i / d_model))", _table_frequency_probe),
     ],
@@ -993,6 +1120,26 @@ def _offset_move_probe(answer):
     table = sinusoidal_encoding(30, d).double()
     if torch.allclose(table[:20] @ M, table[k : 20 + k], atol=1e-5):
         return None
+    turns = {
+        "pair i turns at the frequency of pair i + 1: count the pairs from 0 (pair 0 turns by k)": lambda i: (
+            k * _omega(i + 1, d)
+        ),
+        f"your matrix moves k + 1 = {k + 1} positions, one too many: pair i turns by k omega_i": lambda i: (
+            (k + 1) * _omega(i, d)
+        ),
+        "your angles are in degrees: math.cos and math.sin take radians, so turn pair i by k omega_i itself": lambda i: (
+            math.radians(k * _omega(i, d))
+        ),
+        "the base is 10000: omega_i = 1 / 10000^(2i / d_model)": lambda i: k / 1000 ** (2 * i / d),
+        "pair i turns by the angle k / 10000^(2i / d_model); your exponent uses i / d_model": lambda i: (
+            k / 10000 ** (i / d)
+        ),
+        "each pair turns at its own frequency omega_i = 1 / 10000^(2i / d_model): the angle is omega_i * k, not k for "
+        "every pair": lambda i: float(k),
+    }
+    for cause, turn in turns.items():
+        if torch.allclose(M, _block_diagonal(d, turn), atol=1e-5):
+            return f"for d_model = {d}, k = {k}: {cause}"
     for i in range(d // 2):
         outside = M[2 * i : 2 * i + 2].clone()
         outside[:, 2 * i : 2 * i + 2] = 0
@@ -1046,6 +1193,62 @@ def _accuracy_of(answer, rows, labels) -> float:
     return float(result)
 
 
+def _bags_by_count(tokens, labels):
+    groups = defaultdict(Counter)
+    for row, label in zip(tokens.tolist(), labels.tolist()):
+        groups[tuple(sorted(row))][label] += 1
+    return sum(max(c.values()) for c in groups.values()) / len(groups)
+
+
+def _largest_label_per_bag(tokens, labels):
+    groups = defaultdict(Counter)
+    for row, label in zip(tokens.tolist(), labels.tolist()):
+        groups[tuple(sorted(row))][label] += 1
+    return sum(c[max(c)] for c in groups.values()) / len(labels)
+
+
+def _least_common_per_bag(tokens, labels):
+    groups = defaultdict(Counter)
+    for row, label in zip(tokens.tolist(), labels.tolist()):
+        groups[tuple(sorted(row))][label] += 1
+    return sum(min(c.values()) for c in groups.values()) / len(labels)
+
+
+_ACCURACY_SLIPS = {
+    **_ACCURACY_MISTAKES,
+    "you divided the sequences the majority gets right by the number of BAGS: divide by the number of sequences": _bags_by_count,
+    "you predicted the LARGEST label value of each bag; the best model predicts its most COMMON label: count the labels "
+    "per bag": _largest_label_per_bag,
+    "you counted the least common label of each bag; the best model predicts its most COMMON label": _least_common_per_bag,
+}
+
+
+def _slips_data() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Two labelled sets on which the reference and every slip give different accuracies."""
+    generator = torch.Generator().manual_seed(66)
+    sets = [_built_labelled_set(generator)]
+    for _ in range(200):
+        tokens, labels = _labelled_set(generator)
+        values = sorted(
+            [_best_invariant_accuracy_solution(tokens, labels)] + [f(tokens, labels) for f in _ACCURACY_SLIPS.values()]
+        )
+        if all(b - a > 1e-6 for a, b in zip(values, values[1:])):
+            sets.append((tokens, labels))
+            break
+    return sets
+
+
+def _accuracy_slips_probe(answer):
+    data = _slips_data()
+    got = [_accuracy_of(answer, tokens.tolist(), labels.tolist()) for tokens, labels in data]
+    if all(abs(g - _best_invariant_accuracy_solution(t, y)) < 1e-6 for g, (t, y) in zip(got, data)):
+        return None
+    for cause, slip in _ACCURACY_SLIPS.items():
+        if all(abs(g - slip(t, y)) < 1e-6 for g, (t, y) in zip(got, data)):
+            return f"on a labelled set of {len(data[-1][1])} sequences you return {got[-1]:.4g}: {cause}"
+    return None
+
+
 def _fraction_probe(answer):
     value = _accuracy_of(answer, [[1, 2, 3], [3, 2, 1], [2, 2, 1]], [0, 1, 1])
     if 0.0 <= value <= 1.0:
@@ -1054,6 +1257,12 @@ def _fraction_probe(answer):
 
 
 def _bag_probe(answer):
+    if _accuracy_of(answer, [[1, 2, 3], [1, 2, 3], [1, 2, 3]], [0, 0, 1]) == 1.0:
+        return (
+            "for three IDENTICAL sequences [1, 2, 3] with the labels 0, 0, 1 you return 1, as if each were its own bag: "
+            "your groups never merge rows. A tuple of a tensor's elements hashes them by identity, not by value: "
+            "convert each row with .tolist() first (tuple(sorted(row.tolist())))"
+        )
     cases = [
         (
             [[1, 2, 3], [3, 2, 1]],
@@ -1088,14 +1297,22 @@ def _bag_probe(answer):
 
 
 def _majority_probe(answer):
-    rows = [[1, 2, 3], [3, 1, 2], [2, 3, 1], [4, 4, 1], [1, 4, 4]]
-    labels = [1, 1, 0, 0, 0]
+    rows = [[1, 2, 3], [3, 1, 2], [2, 3, 1], [4, 4, 1], [1, 4, 4], [4, 1, 4]]
+    labels = [1, 1, 0, 0, 0, 2]
     value = _accuracy_of(answer, rows, labels)
-    if abs(value - 0.8) <= 1e-6 or not 0.0 <= value <= 1.0:
+    if abs(value - 4 / 6) <= 1e-6 or not 0.0 <= value <= 1.0:
         return None
+    why = {
+        3 / 6: "you predicted the LARGEST label value of each bag (2 for the second); the best model predicts its most "
+        "COMMON label",
+        2 / 6: "you counted the least common label of each bag; the best model predicts its most COMMON label",
+    }
+    cause = next((text for target, text in why.items() if abs(value - target) < 1e-6), "")
     return (
-        f"bag (1, 2, 3) has the labels 1, 1, 0 and bag (1, 4, 4) the labels 0, 0: the best a model can do is the majority label "
-        f"of each bag, right on 2 + 2 of 5 sequences = 0.8; you return {value:.4g}. Count the labels per bag and add up each bag's largest count"
+        f"bag (1, 2, 3) has the labels 1, 1, 0 and bag (1, 4, 4) the labels 0, 0, 2: the best a model can do is the majority "
+        f"label of each bag, right on 2 + 2 of 6 sequences = 0.667; you return {value:.4g}"
+        + (f": {cause}" if cause else "")
+        + ". Count the labels per bag (a Counter) and add up each bag's largest count"
     )
 
 
@@ -1103,6 +1320,7 @@ add_properties(
     "5.4",
     [
         Property("an accuracy (a fraction between 0 and 1)", _fraction_probe),
+        Property("the usual slips (each named when the answer computes exactly it)", _accuracy_slips_probe),
         Property(
             "bags of tokens (the same tokens in any order are one bag; different multisets are different bags)",
             _bag_probe,
@@ -1134,16 +1352,29 @@ def _position_rows_probe(answer):
     )
     got = probe_tensor(answer(torch.zeros(batch, T, d), table.clone()), (batch, T, d))
     rows = table.double()
+    if torch.allclose(got, rows[:T].flip(0).expand(batch, T, d), atol=1e-5):
+        return (
+            f"with zero embeddings and a table of {P} positions, token t got row T - 1 - t: the positions run backwards; "
+            "token t gets row t, table[:T]"
+        )
     for b in range(batch):
         for t in range(T):
             if torch.allclose(got[b, t], rows[t], atol=1e-5):
                 continue
             match = [p for p in range(P) if torch.allclose(got[b, t], rows[p], atol=1e-5)]
+            factor = float(got[b, t].norm() / rows[t].norm())
+            if not match and abs(factor - 1) > 1e-4 and torch.allclose(got[b, t], factor * rows[t], atol=1e-5):
+                return (
+                    f"with zero embeddings and a table of {P} positions, position {t} of sequence {b} got row {t} scaled "
+                    f"by {factor:.4g}: add the table's rows as they are"
+                )
             if match and match[0] == b:
                 why = "a table row per SEQUENCE: the table's rows are positions, which run along axis 1 of the embeddings (batch, T, d_model), not axis 0"
             elif match:
                 why = f"row {match[0]}: token t gets row t, the first T rows table[:T], counted from 0"
-            elif torch.allclose(got[b, t], rows[:T].mean(dim=0), atol=1e-5):
+            elif torch.allclose(got[b, t], rows[:T].mean(dim=0), atol=1e-5) or torch.allclose(
+                got[b, t], rows.mean(dim=0), atol=1e-5
+            ):
                 why = "the mean of the rows: each position gets its own row"
             else:
                 why = "no single row of the table"
@@ -1172,7 +1403,7 @@ def _learned_rows_probe(answer):
         raise Inconclusive(str(failure)) from None
     rows = torch.arange(24, dtype=torch.float32).reshape(6, 4)
     with torch.no_grad():
-        table.copy_(rows.reshape(table.shape))
+        table.copy_(rows.T if tuple(table.shape) == (4, 6) else rows.reshape(table.shape))
     got = probe_tensor(model(torch.zeros(2, 3, 4)), (2, 3, 4))
     for b in range(2):
         for t in range(3):
@@ -1187,19 +1418,34 @@ def _learned_rows_probe(answer):
 
 
 def _length_check_probe(answer):
-    model = answer(6, 4)
-    model(torch.zeros(1, 6, 4))  # T = max_len must work (a ValueError here is named by the checker)
-    try:
-        model(torch.zeros(1, 7, 4))
-    except ValueError:
-        return None
-    except AssertionError:
-        return "7 tokens with max_len = 6 raised AssertionError: an assert vanishes under python -O; raise ValueError naming both numbers"
-    except Exception as error:
-        if "6" in str(error) and "must match" not in str(error):
-            return f"7 tokens with max_len = 6 raised {type(error).__name__}: a too long input is a bad VALUE, so raise ValueError naming both numbers"
-        raise Inconclusive("the checker explains a missing check") from None
-    return "7 tokens with max_len = 6 went through: raise ValueError (naming both numbers) when the sequence is longer than max_len"
+    for max_len, d_model in ((6, 4), (4, 6)):  # max_len above and below d_model
+        model = answer(max_len, d_model)
+        try:
+            model(torch.zeros(1, max_len, d_model))
+        except ValueError as error:
+            return (
+                f"a sequence of max_len = {max_len} tokens (d_model = {d_model}) must work, but your module raised ValueError "
+                f"({str(error)[:60]}): the table has rows 0 to max_len - 1, so refuse only T > max_len"
+            )
+        try:
+            model(torch.zeros(1, max_len + 1, d_model))
+        except ValueError:
+            continue
+        except Exception as error:
+            return _length_error_sentence(error, max_len=max_len)
+        return (
+            f"{max_len + 1} tokens with max_len = {max_len} went through: raise ValueError (naming both numbers) when the "
+            "sequence is longer than max_len"
+        )
+    return None
+
+
+def _length_error_sentence(error: Exception, *, max_len: int) -> str:
+    if isinstance(error, AssertionError):
+        return f"{max_len + 1} tokens with max_len = {max_len} raised AssertionError: an assert vanishes under python -O; raise ValueError naming both numbers"
+    if (str(max_len) in str(error) and "must match" not in str(error)) or _raised_by_the_student(error):
+        return f"{max_len + 1} tokens with max_len = {max_len} raised {type(error).__name__}: your check is there, but a too long input is a bad VALUE, so raise ValueError naming both numbers"
+    raise Inconclusive("the checker explains a missing check") from None
 
 
 def _learned_gradient_probe(answer):
@@ -1214,7 +1460,7 @@ def _learned_gradient_probe(answer):
     if not out.requires_grad:
         return "the output does not depend on the table as far as autograd can see (.detach(), .data or torch.no_grad()): add the table's rows themselves, so training can change them"
     (gradient,) = torch.autograd.grad(out.sum(), table, allow_unused=True)
-    rows = None if gradient is None else gradient.reshape(6, 4)
+    rows = None if gradient is None else _rows(gradient, 6, 4)
     if rows is None or not (rows[:3] != 0).all() or (rows[3:] != 0).any():
         return "a sequence of 3 tokens must send gradient to rows 0, 1 and 2 of the table and to no other: add table[:T] to x"
     return None
