@@ -269,7 +269,7 @@ def course_files(chapter_dir: Path, exercise_dir: Path, numbers: list[int] | Non
             raise CourseError(f"{student_path}: missing (run `make exercises`)")
         student = nbformat.read(student_path, as_version=4)
         chapter = nbformat.read(chapter_path, as_version=4)
-        notebook = course_notebook(student, chapter, generate.chapter_number(chapter_path), str(student_path))
+        notebook = course_notebook(student, chapter, generate.chapter_number(chapter_path), where=str(student_path))
         files[Path("source") / assignment_name(chapter_path) / chapter_path.name] = generate.render(notebook)
     return files
 

@@ -1,5 +1,5 @@
 """A shape error in the student's code, mapped back to the line that raised it: which transpose, axis or
-unsqueeze to write (issue 45).
+unsqueeze to write (issue 45), for the exercises of every chapter.
 
 :func:`shape_fix` reads the student's line (the deepest frame outside the package and torch), finds the
 product or the element-wise operation on it that fails, evaluates its two operands in that frame (only

@@ -51,7 +51,7 @@ def _lost(path: Path, name: str, chapter: str | None) -> list[Row]:
     except OSError:
         sha = ""
     message = "the grader's worker process was killed while grading this notebook (twice): does a cell kill other processes?"  # fmt: skip
-    return [Row(name, chapter or "", "", 0, 0, "error", message, sha)]
+    return [Row(name, chapter or "", "", points=0, max_points=0, status="error", feedback=message, sha256=sha)]
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
@@ -86,9 +86,13 @@ def grade_class(submissions, out: Path, *, workers: int, chapter: str | None, li
     write_gradebook(out, kept)  # drops the rows of notebooks changed since (or half-written)
     todo = [(path, name) for path, name in submissions if name not in done]
     with tqdm(total=len(todo), unit="notebook", desc="grading", disable=quiet or None) as progress:
-        broken = _run_round(todo, max(1, min(workers, len(todo))), chapter, limits, out, progress) if todo else []
+        broken = (
+            _run_round(todo, max(1, min(workers, len(todo))), chapter, limits=limits, out=out, progress=progress)
+            if todo
+            else []
+        )
         for path, name in broken:  # a worker died: each of these again in a worker of its own
-            if _run_round([(path, name)], 1, chapter, limits, out, progress):
+            if _run_round([(path, name)], 1, chapter, limits=limits, out=out, progress=progress):
                 append_rows(out, _lost(path, name, chapter))
                 progress.update(1)
     rows = read_gradebook(out)

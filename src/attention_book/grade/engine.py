@@ -54,7 +54,7 @@ def prepare_worker() -> None:
 
 
 def _file_rows(path: str, sha: str, chapter: str, message: str, status: str = "error") -> list[Row]:
-    return [Row(path, chapter, "", 0, 0, status, message, sha)]
+    return [Row(path, chapter, "", points=0, max_points=0, status=status, feedback=message, sha256=sha)]
 
 
 def grade_file(
@@ -65,21 +65,24 @@ def grade_file(
     try:
         data = path.read_bytes()
     except OSError as error:
-        return _file_rows(name, "", chapter or "", f"the file cannot be read: {error.strerror or error}")
+        return _file_rows(name, "", chapter or "", message=f"the file cannot be read: {error.strerror or error}")
     sha = content_hash(data)
     try:
         submission = read_submission(path, data, chapter=chapter)
     except SubmissionError as error:
-        return _file_rows(name, sha, chapter or "", str(error))
+        return _file_rows(name, sha, chapter or "", message=str(error))
     except Exception as error:  # a notebook shaped in a way no rule above foresaw: one row, never a crash
-        return _file_rows(name, sha, chapter or "", f"the grader could not read this notebook ({type(error).__name__}: {error})")  # fmt: skip
+        return _file_rows(name, sha, chapter or "", message=f"the grader could not read this notebook ({type(error).__name__}: {error})")  # fmt: skip
     if not submission.cells:
-        return [_row(name, sha, exercise_id, "not attempted", "the notebook has no code cells") for exercise_id in submission.exercises]  # fmt: skip
+        return [_row(name, sha, exercise_id, status="not attempted", feedback="the notebook has no code cells") for exercise_id in submission.exercises]  # fmt: skip
     folder = Path(tempfile.mkdtemp(prefix="attention-book-grade-"))
     try:
         names = {exercise_id: get(exercise_id).answer_names for exercise_id in submission.exercises}
-        run = run_cells(submission.cells, submission.exercises, names, limits, folder)
-        return [_grade_exercise(name, sha, exercise_id, run, limits, folder) for exercise_id in submission.exercises]
+        run = run_cells(submission.cells, submission.exercises, names, limits=limits, folder=folder)
+        return [
+            _grade_exercise(name, sha, exercise_id, run=run, limits=limits, folder=folder)
+            for exercise_id in submission.exercises
+        ]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -87,34 +90,43 @@ def grade_file(
 def _row(name: str, sha: str, exercise_id: str, status: str, feedback: str) -> Row:
     exercise = get(exercise_id)
     points = exercise.points if status == "passed" else 0
-    return Row(name, exercise.chapter, exercise_id, points, exercise.points, status, feedback, sha)
+    return Row(
+        name,
+        exercise.chapter,
+        exercise_id,
+        points=points,
+        max_points=exercise.points,
+        status=status,
+        feedback=feedback,
+        sha256=sha,
+    )
 
 
 def _grade_exercise(name: str, sha: str, exercise_id: str, run: StudentRun, limits: Limits, folder: Path) -> Row:
     if exercise_id in run.answers:
-        status, hint = run_check(exercise_id, run.answers[exercise_id], limits, folder)
-        return _row(name, sha, exercise_id, status, hint)
+        status, hint = run_check(exercise_id, run.answers[exercise_id], limits, folder=folder)
+        return _row(name, sha, exercise_id, status=status, feedback=hint)
     if run.stopped is not None and exercise_id not in run.missing:
-        return _row(name, sha, exercise_id, "timeout" if run.timed_out else "error", run.stopped)
+        return _row(name, sha, exercise_id, status="timeout" if run.timed_out else "error", feedback=run.stopped)
     why = run.missing.get(exercise_id, "undefined:")
     expression = get(exercise_id).answer_expression
     kind, _, detail = why.partition(":")
     if kind == "undefined":
-        return _undefined(name, sha, exercise_id, run, detail.split(","))
+        return _undefined(name, sha, exercise_id, run=run, absent=detail.split(","))
     if kind == "unpicklable":
         message = f"`{expression}` could not be handed to the grader ({detail}): keep open files, generators and the like out of your answer"  # fmt: skip
     else:
         message = f"`{expression}` is {detail} once saved for the grader: an answer should be code and small tensors"
-    return _row(name, sha, exercise_id, "error", message)
+    return _row(name, sha, exercise_id, status="error", feedback=message)
 
 
 def _undefined(name: str, sha: str, exercise_id: str, run: StudentRun, absent: list[str]) -> Row:
     listed = ", ".join(f"`{item}`" for item in absent if item)
     if run.timed_out:
-        return _row(name, sha, exercise_id, "timeout", f"{run.stopped}, so {listed} was never defined")
+        return _row(name, sha, exercise_id, status="timeout", feedback=f"{run.stopped}, so {listed} was never defined")
     if run.stopped is not None:
-        return _row(name, sha, exercise_id, "error", f"{run.stopped}; {listed} was never defined")
+        return _row(name, sha, exercise_id, status="error", feedback=f"{run.stopped}; {listed} was never defined")
     if run.cell_errors:
         first = run.cell_errors[0]
-        return _row(name, sha, exercise_id, "error", f"{listed} is not defined: {first}")
-    return _row(name, sha, exercise_id, "not attempted", f"the notebook defines no {listed}: write it in the exercise's cell")  # fmt: skip
+        return _row(name, sha, exercise_id, status="error", feedback=f"{listed} is not defined: {first}")
+    return _row(name, sha, exercise_id, status="not attempted", feedback=f"the notebook defines no {listed}: write it in the exercise's cell")  # fmt: skip

@@ -201,7 +201,7 @@ def _student_child(cells, exercises, names, limits: Limits, folder: Path, report
         stopped = progress.read_text()
     finally:
         _disarm()
-    answers, missing = _pickle_answers(shell.user_ns, exercises, names, report.parent)
+    answers, missing = _pickle_answers(shell.user_ns, exercises, names, folder=report.parent)
     text = json.dumps({"errors": errors, "timeout_in": stopped, "answers": answers, "missing": missing})
     report.write_text(text)
 

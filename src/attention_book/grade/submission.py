@@ -196,4 +196,6 @@ def read_submission(path: Path, data: bytes, *, chapter: str | None = None) -> S
             f"this is a notebook of chapter {found}, but this assignment is chapter {chapter}: "
             "was the wrong file handed in?"
         )
-    return Submission(str(path), content_hash(data), found, chapter_exercises(found), code_to_run(notebook))
+    return Submission(
+        str(path), content_hash(data), found, exercises=chapter_exercises(found), cells=code_to_run(notebook)
+    )
