@@ -1853,6 +1853,524 @@ class _(nn.Module):
         return x + self.table.T[: x.shape[1]]
 
 
+# ====================================================================== chapter 6
+
+
+# ---------------------------------------------------------------- 6.1 decoder_masks(source_padding, T_out)
+
+
+def _masks(source_padding, T_out):
+    self_mask = torch.ones(T_out, T_out, dtype=torch.bool).tril()
+    batch, T_in = source_padding.shape
+    return self_mask, source_padding[:, None, :].expand(batch, T_out, T_in)
+
+
+@wrong("6.1", "cross mask True at the padding (the opposite convention)", r"opposite convention", parts=("inverted",))
+def _(source_padding, T_out):
+    self_mask, cross_mask = _masks(source_padding, T_out)
+    return self_mask, ~cross_mask
+
+
+@wrong("6.1", "self mask True on the future (the opposite convention)", r"opposite convention", parts=("inverted",))
+def _(source_padding, T_out):
+    self_mask, cross_mask = _masks(source_padding, T_out)
+    return torch.ones(T_out, T_out, dtype=torch.bool).triu(1), cross_mask
+
+
+@wrong("6.1", "cross mask without the query axis", r"query \(t_out\) is missing|\[:, none, :\]")
+def _(source_padding, T_out):
+    return _masks(source_padding, T_out)[0], source_padding
+
+
+@wrong("6.1", "cross mask not expanded (batch, 1, T_in)", r"query \(t_out\)|expand")
+def _(source_padding, T_out):
+    return _masks(source_padding, T_out)[0], source_padding[:, None, :]
+
+
+@wrong("6.1", "self mask as long as the source", r"t_out")
+def _(source_padding, T_out):
+    T_in = source_padding.shape[1]
+    return torch.ones(T_in, T_in, dtype=torch.bool).tril(), _masks(source_padding, T_out)[1]
+
+
+@wrong("6.1", "cross mask of real-real pairs (batch, T_in, T_in)", r"t_out")
+def _(source_padding, T_out):
+    return _masks(source_padding, T_out)[0], source_padding[:, :, None] & source_padding[:, None, :]
+
+
+@wrong("6.1", "self mask one token ahead (tril(1))", r"one token ahead")
+def _(source_padding, T_out):
+    return torch.ones(T_out, T_out, dtype=torch.bool).tril(1), _masks(source_padding, T_out)[1]
+
+
+@wrong("6.1", "returned (cross_mask, self_mask)", r"\(self_mask, cross_mask\)")
+def _(source_padding, T_out):
+    return _masks(source_padding, T_out)[::-1]
+
+
+@wrong("6.1", "self mask with a batch axis (1, T, T)", r"size 1|squeeze")
+def _(source_padding, T_out):
+    self_mask, cross_mask = _masks(source_padding, T_out)
+    return self_mask[None], cross_mask
+
+
+@correct("6.1", "the package's causal_mask, repeat, comparisons of aranges")
+def _(source_padding, T_out):
+    import attention_book as ab
+
+    i = torch.arange(T_out)
+    self_mask = i[:, None] >= i[None, :]
+    assert torch.equal(self_mask, ab.causal_mask(T_out))
+    return self_mask, source_padding.unsqueeze(1).repeat(1, T_out, 1)
+
+
+# ---------------------------------------------------------------- 6.2 decoder_layer(layer, x, memory)
+
+
+def _decoder(layer, x, memory, *, self_block=None, cross_block=None, post=None, pre=None, dropout=0.0):
+    T = x.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).tril()
+    attend = self_block or (lambda h: layer.self_attn(h, h, h, mask=future)[0])
+    cross = cross_block or (lambda h: layer.cross_attn(h, memory, memory)[0])
+    blocks = [(attend, layer.norm1), (cross, layer.norm2), (layer.feed_forward, layer.norm3)]
+    for block, norm in blocks:
+        if layer.norm_first:
+            x = (pre or (lambda x, block, norm: x + F.dropout(block(norm(x)), dropout)))(x, block, norm)
+        else:
+            x = (post or (lambda x, block, norm: norm(x + F.dropout(block(x), dropout))))(x, block, norm)
+    return x
+
+
+@wrong("6.2", "cross-attention queries from the memory", r"queries come from the decoder")
+def _(layer, x, memory):
+    return _decoder(layer, x, memory, cross_block=lambda h: layer.cross_attn(memory, h, h)[0])
+
+
+@wrong(
+    "6.2", "causal mask of the opposite convention (True = future)", r"opposite convention|true .*means 'may attend'"
+)
+def _(layer, x, memory):
+    T = x.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1)
+    return _decoder(layer, x, memory, self_block=lambda h: layer.self_attn(h, h, h, mask=future)[0])
+
+
+@wrong("6.2", "pre-norm adding the normalised x", r"un-normalised x|the normalised|norm\(x\) \+")
+def _(layer, x, memory):
+    return _decoder(layer, x, memory, pre=lambda x, block, norm: norm(x) + block(norm(x)))
+
+
+@wrong("6.2", "post-norm normalising the sub-layer before adding", r"norm\(x \+ sublayer\(x\)\)|after adding")
+def _(layer, x, memory):
+    return _decoder(layer, x, memory, post=lambda x, block, norm: x + norm(block(x)))
+
+
+@wrong("6.2", "called the whole layer", r"build the layer from its parts")
+def _(layer, x, memory):
+    return layer(x, memory)
+
+
+@wrong("6.2", "dropout on every sub-layer", r"dropout")
+def _(layer, x, memory):
+    return _decoder(layer, x, memory, dropout=0.1)
+
+
+@wrong("6.2", "self-attention over the memory", r"the self-attention reads the decoder's own tokens")
+def _(layer, x, memory):
+    T = x.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).tril()
+    return _decoder(layer, x, memory, self_block=lambda h: layer.self_attn(h, memory, memory, mask=future)[0])
+
+
+@wrong("6.2", "norm3 and norm1 swapped", r"norm1, norm2, norm3")
+def _(layer, x, memory):
+    T = x.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).tril()
+    blocks = [
+        (lambda h: layer.self_attn(h, h, h, mask=future)[0], layer.norm3),
+        (lambda h: layer.cross_attn(h, memory, memory)[0], layer.norm2),
+        (layer.feed_forward, layer.norm1),
+    ]
+    for block, norm in blocks:
+        x = x + block(norm(x)) if layer.norm_first else norm(x + block(x))
+    return x
+
+
+@wrong("6.2", "feed-forward without its residual", r"residual")
+def _(layer, x, memory):
+    T = x.shape[1]
+    future = torch.ones(T, T, dtype=torch.bool).tril()
+    if layer.norm_first:
+        x = x + layer.self_attn(layer.norm1(x), layer.norm1(x), layer.norm1(x), mask=future)[0]
+        x = x + layer.cross_attn(layer.norm2(x), memory, memory)[0]
+        return layer.feed_forward(layer.norm3(x))
+    x = layer.norm1(x + layer.self_attn(x, x, x, mask=future)[0])
+    x = layer.norm2(x + layer.cross_attn(x, memory, memory)[0])
+    return layer.norm3(layer.feed_forward(x))
+
+
+@correct("6.2", "the package's causal_mask, post- and pre-norm written out")
+def _(layer, x, memory):
+    import attention_book as ab
+
+    mask = ab.causal_mask(x.shape[1])
+    if not layer.norm_first:
+        x = layer.norm1(x + layer.self_attn(x, x, x, mask=mask)[0])
+        x = layer.norm2(x + layer.cross_attn(x, memory, memory)[0])
+        return layer.norm3(x + layer.feed_forward(x))
+    h = layer.norm1(x)
+    x = x + layer.self_attn(h, h, h, mask=mask)[0]
+    x = x + layer.cross_attn(layer.norm2(x), memory, memory)[0]
+    return x + layer.feed_forward(layer.norm3(x))
+
+
+# ---------------------------------------------------------------- 6.3 sees_the_future(model, tokens, vocab_size)
+
+
+def _leaks(model, tokens, vocab_size, *, changed=None, compare=None, positions=None):
+    with torch.no_grad():
+        original = model(tokens)
+        T = tokens.shape[1]
+        for t in positions or range(T - 1):
+            new = tokens.clone()
+            new[:, t + 1 :] = (new[:, t + 1 :] + 1) % vocab_size if changed is None else changed(new[:, t + 1 :])
+            outputs = model(new)
+            same = (compare or (lambda a, b, t: torch.allclose(a[:, : t + 1], b[:, : t + 1], atol=1e-6)))(
+                outputs, original, t
+            )
+            if not same:
+                return True
+    return False
+
+
+@wrong("6.3", "the opposite question (is the model causal?)", r"opposite question|return true when")
+def _(model, tokens, vocab_size):
+    return not _leaks(model, tokens, vocab_size)
+
+
+@wrong("6.3", "compares the later outputs", r"up to t")
+def _(model, tokens, vocab_size):
+    return _leaks(model, tokens, vocab_size, compare=lambda a, b, t: torch.allclose(a[:, t + 1 :], b[:, t + 1 :]))
+
+
+@wrong("6.3", "tests only the middle position", r"every position t|for every position")
+def _(model, tokens, vocab_size):
+    return _leaks(model, tokens, vocab_size, positions=[tokens.shape[1] // 2])
+
+
+@wrong("6.3", "returns the position of the leak", r"true or false")
+def _(model, tokens, vocab_size):
+    with torch.no_grad():
+        original = model(tokens)
+        for t in range(tokens.shape[1] - 1):
+            new = tokens.clone()
+            new[:, t + 1 :] = (new[:, t + 1 :] + 1) % vocab_size
+            if not torch.allclose(model(new)[:, : t + 1], original[:, : t + 1], atol=1e-6):
+                return t
+    return -1
+
+
+@wrong("6.3", "compares the argmax predictions", r"not their argmax|logits")
+def _(model, tokens, vocab_size):
+    return _leaks(
+        model,
+        tokens,
+        vocab_size,
+        compare=lambda a, b, t: torch.equal(a[:, : t + 1].argmax(-1), b[:, : t + 1].argmax(-1)),
+    )
+
+
+@wrong(
+    "6.3",
+    "future tokens set to vocab_size - 1",
+    r"differ from the original|change the tokens|\(token \+ 1\) % vocab_size",
+)
+def _(model, tokens, vocab_size):
+    return _leaks(model, tokens, vocab_size, changed=lambda part: torch.full_like(part, vocab_size - 1))
+
+
+@wrong("6.3", "only the last position compared, only the first token changed", r"up to t|after t")
+def _(model, tokens, vocab_size):
+    with torch.no_grad():
+        new = tokens.clone()
+        new[:, 0] = (new[:, 0] + 1) % vocab_size
+        return not torch.allclose(model(new)[:, -1], model(tokens)[:, -1], atol=1e-6)
+
+
+@wrong("6.3", "a tolerance of 0.5", r"tolerance|atol")
+def _(model, tokens, vocab_size):
+    return _leaks(
+        model, tokens, vocab_size, compare=lambda a, b, t: torch.allclose(a[:, : t + 1], b[:, : t + 1], atol=0.5)
+    )
+
+
+@correct("6.3", "torch.equal, one token changed at a time, a tensor answer")
+def _(model, tokens, vocab_size):
+    with torch.no_grad():
+        original = model(tokens)
+        for j in range(1, tokens.shape[1]):
+            new = tokens.clone()
+            new[0, j] = (new[0, j] + 1) % vocab_size
+            if not torch.equal(model(new)[:, :j], original[:, :j]):
+                return torch.tensor(True)
+    return torch.tensor(False)
+
+
+# ---------------------------------------------------------------- 6.4 feed_forward(x, W1, b1, W2, b2)
+
+
+@wrong("6.4", "x @ W1.T", r"drop the transpose on w1")
+def _(x, W1, b1, W2, b2):
+    return torch.relu(x @ W1.T + b1) @ W2 + b2
+
+
+@wrong("6.4", "GELU instead of ReLU", r"gelu")
+def _(x, W1, b1, W2, b2):
+    return F.gelu(x @ W1 + b1) @ W2 + b2
+
+
+@wrong("6.4", "sigmoid instead of ReLU", r"sigmoid")
+def _(x, W1, b1, W2, b2):
+    return torch.sigmoid(x @ W1 + b1) @ W2 + b2
+
+
+@wrong("6.4", "the residual added inside", r"residual")
+def _(x, W1, b1, W2, b2):
+    return x + torch.relu(x @ W1 + b1) @ W2 + b2
+
+
+@wrong("6.4", "dropout on the hidden layer", r"dropout")
+def _(x, W1, b1, W2, b2):
+    return F.dropout(torch.relu(x @ W1 + b1), 0.1) @ W2 + b2
+
+
+@wrong("6.4", "W2 @ hidden", r"swap the operands|hidden @ w2")
+def _(x, W1, b1, W2, b2):
+    hidden = torch.relu(x @ W1 + b1)
+    return W2 @ hidden + b2
+
+
+@wrong("6.4", "softmax instead of ReLU", r"softmax")
+def _(x, W1, b1, W2, b2):
+    return torch.softmax(x @ W1 + b1, dim=-1) @ W2 + b2
+
+
+@wrong("6.4", "its own nn.Linear layers, the given weights unused", r"ignores the w1|the weights it is given|given")
+def _(x, W1, b1, W2, b2):
+    torch.manual_seed(0)
+    first, second = nn.Linear(W1.shape[0], W1.shape[1]), nn.Linear(W2.shape[0], W2.shape[1])
+    return second(torch.relu(first(x)))
+
+
+@wrong("6.4", "a layer norm on the output", r"layer norm|normalis")
+def _(x, W1, b1, W2, b2):
+    return F.layer_norm(torch.relu(x @ W1 + b1) @ W2 + b2, (W2.shape[1],))
+
+
+@correct("6.4", "F.linear with the transposes, clamp, float64")
+def _(x, W1, b1, W2, b2):
+    hidden = F.linear(x.double(), W1.T.double(), b1.double()).clamp(min=0)
+    return F.linear(hidden, W2.T.double(), b2.double())
+
+
+# ---------------------------------------------------------------- 6.5 greedy(model, source, max_len, bos, eos)
+
+
+def _decode(model, source, max_len, bos, eos, *, pick=None, steps=None, stop=None, feed=None):
+    memory = model.encode(source)
+    generated = torch.full((source.shape[0], 1), bos, dtype=torch.long)
+    finished = torch.zeros(source.shape[0], dtype=torch.bool)
+    for _ in range(steps if steps is not None else max_len):
+        logits = model.decode(feed(generated) if feed else generated, memory)
+        next_token = pick(logits) if pick else logits[:, -1].argmax(dim=-1)
+        next_token = torch.where(finished, torch.full_like(next_token, eos), next_token)
+        generated = torch.cat([generated, next_token[:, None]], dim=1)
+        finished |= next_token == eos
+        if (stop or (lambda f: f.all()))(finished):
+            break
+    return generated[:, 1:]
+
+
+@wrong("6.5", "sampled instead of the argmax", r"sampl|random")
+def _(model, source, max_len, bos, eos):
+    return _decode(
+        model,
+        source,
+        max_len,
+        bos,
+        eos,
+        pick=lambda logits: torch.multinomial(torch.softmax(logits[:, -1], -1), 1)[:, 0],
+    )
+
+
+@wrong("6.5", "max_len - 1 steps", r"max_len")
+def _(model, source, max_len, bos, eos):
+    return _decode(model, source, max_len, bos, eos, steps=max_len - 1)
+
+
+@wrong("6.5", "`if next_token == eos: break` on a batch", r"\.all\(\)|\.any\(\)")
+def _(model, source, max_len, bos, eos):
+    memory = model.encode(source)
+    generated = torch.full((source.shape[0], 1), bos, dtype=torch.long)
+    for _ in range(max_len):
+        next_token = model.decode(generated, memory)[:, -1].argmax(dim=-1)
+        generated = torch.cat([generated, next_token[:, None]], dim=1)
+        if next_token == eos:
+            break
+    return generated[:, 1:]
+
+
+@wrong("6.5", "teacher forcing with model(source, target)", r"teacher forcing")
+def _(model, source, max_len, bos, eos):
+    target = torch.full((source.shape[0], max_len), bos, dtype=torch.long)
+    return model(source, target).argmax(-1)
+
+
+@wrong("6.5", "the decoder fed only the last token", r"not bos followed by its own predictions")
+def _(model, source, max_len, bos, eos):
+    return _decode(model, source, max_len, bos, eos, feed=lambda g: g[:, -1:])
+
+
+@wrong("6.5", "never stops early", r"stop")
+def _(model, source, max_len, bos, eos):
+    return _decode(model, source, max_len, bos, eos, stop=lambda f: False)
+
+
+@wrong("6.5", "a list of token tensors", r"tensor")
+def _(model, source, max_len, bos, eos):
+    return list(_decode(model, source, max_len, bos, eos).unbind(1))
+
+
+@wrong("6.5", "the argmax over the positions (dim=1)", r"logits\[:, -1\]\.argmax\(-1\)")
+def _(model, source, max_len, bos, eos):
+    return _decode(model, source, max_len, bos, eos, pick=lambda logits: logits.argmax(dim=1)[:, -1])
+
+
+@correct("6.5", "encodes at every step, a list of steps joined at the end")
+def _(model, source, max_len, bos, eos):
+    with torch.no_grad():
+        tokens = [torch.full((len(source),), bos)]
+        done = torch.zeros(len(source), dtype=torch.bool)
+        for _ in range(max_len):
+            logits = model.decode(torch.stack(tokens, 1), model.encode(source))
+            step = logits[:, -1].argmax(-1).masked_fill(done, eos)
+            tokens.append(step)
+            done = done | (step == eos)
+            if bool(done.all()):
+                break
+        return torch.stack(tokens[1:], dim=1)
+
+
+# ---------------------------------------------------------------- 6.6 accuracy(model, batches)
+
+
+def _count(model, batches, *, dim=-1, divide=None):
+    correct = total = 0
+    for inputs, labels in batches:
+        correct += int((model(inputs).argmax(dim=dim) == labels).sum())
+        total += len(labels)
+    return divide(correct, total, batches) if divide else correct / total
+
+
+@wrong("6.6", "model.eval without the call", r"call model\.eval\(\)|training mode")
+def _(model, batches):
+    was = model.training
+    model.eval  # noqa: B018 (the slip: the method is not called)
+    with torch.no_grad():
+        result = _count(model, batches)
+    model.train(was)
+    return result
+
+
+@wrong("6.6", "argmax over the batch", r"argmax\(dim=-1\)")
+def _(model, batches):
+    was = model.training
+    model.eval()
+    correct = total = 0
+    with torch.no_grad():
+        for inputs, labels in batches:
+            correct += int((model(inputs).argmax(0) == labels).sum())
+            total += len(labels)
+    model.train(was)
+    return correct / total
+
+
+@wrong("6.6", "divided by the number of batches", r"between 0 and 1|more than 1|number of examples")
+def _(model, batches):
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        result = _count(model, batches, divide=lambda c, t, b: c / len(b))
+    model.train(was)
+    return result
+
+
+@wrong("6.6", "a percentage", r"between 0 and 1")
+def _(model, batches):
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        result = 100 * _count(model, batches)
+    model.train(was)
+    return result
+
+
+@wrong("6.6", "eval() after the first batch", r"training mode")
+def _(model, batches):
+    was = model.training
+    correct = total = 0
+    with torch.no_grad():
+        for inputs, labels in batches:
+            correct += int((model(inputs).argmax(-1) == labels).sum())
+            total += len(labels)
+            model.eval()
+    model.train(was)
+    return correct / total
+
+
+@wrong("6.6", "the last batch only", r"number of examples|all examples|every batch")
+def _(model, batches):
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        inputs, labels = batches[-1]
+        result = float((model(inputs).argmax(-1) == labels).float().mean())
+    model.train(was)
+    return result
+
+
+@wrong("6.6", "floor division", r"//|floor")
+def _(model, batches):
+    was = model.training
+    model.eval()
+    with torch.no_grad():
+        result = _count(model, batches, divide=lambda c, t, b: c // t)
+    model.train(was)
+    return result
+
+
+@wrong("6.6", "the mode set back with model.train(was_training) before the loop", r"training mode")
+def _(model, batches):
+    was = model.training
+    model.eval()
+    model.train(was)
+    with torch.no_grad():
+        return _count(model, batches)
+
+
+@correct("6.6", "inference_mode, a tensor sum, train(False)")
+def _(model, batches):
+    mode = model.training
+    model.train(False)
+    right, seen = torch.tensor(0), 0
+    with torch.inference_mode():
+        for inputs, labels in batches:
+            right += (model(inputs).argmax(-1) == labels).sum()
+            seen += labels.numel()
+    model.train(mode)
+    return right / seen
+
+
 # ====================================================================== the tests
 
 # Entries whose hint is true but does not name the mistake (reported; at most 5 % of the catalogue).
@@ -1894,12 +2412,20 @@ REGISTERED: dict[tuple[str, str], str] = {
     ("5.4", "count instead of fraction"): r"a fraction between 0 and 1",
     ("5.5", "positions from 1"): r"counted from 0",
     ("5.6", "assert instead of ValueError"): r"an assert vanishes",
+    ("6.4", "no activation"): r"relu between the two linear maps is missing",
+    ("6.4", "ReLU on the output too"): r"no relu on it",
+    ("6.5", "decodes from BOS alone"): r"feeds the model its own output",
+    ("6.5", "first position's prediction"): r"feeds the model its own output",
+    ("6.5", "ignores EOS"): r"a sequence that has written eos is finished",
+    ("6.5", "stops at the first EOS"): r"when every sequence has written eos",
 }
 
 
 # Registered mistakes whose hints share their words because the same repair fixes both (either may be named).
 SAME_REPAIR: set[frozenset[str]] = {
     frozenset({"2.3 scores not scaled up", "2.3 a scale that does not grow with T"}),
+    frozenset({"6.3 loop starts at t = 1", "6.3 perturbs only the last token"}),
+    frozenset({"6.3 loop starts at t = 1", "6.3 checks only the first position"}),
 }
 
 
@@ -1971,7 +2497,7 @@ def test_a_catalogued_wrong_answer_fails_with_one_line_that_names_its_mistake(ex
 
 
 # The chapters catalogued so far (the work goes chapter by chapter).
-CATALOGUED_CHAPTERS = {"1", "2", "3", "4", "5"}
+CATALOGUED_CHAPTERS = {"1", "2", "3", "4", "5", "6"}
 
 
 def test_the_catalogue_has_8_per_exercise_and_95_percent_named():

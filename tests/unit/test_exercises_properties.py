@@ -136,6 +136,46 @@ def _one_heads_input_biases(d_model, num_heads, d_head, bias):
     return 4 * d_model * inner + ((3 * d_head + d_model) if bias else 0)
 
 
+def _decoder_layer_with(layer, x, memory, *, self_mask=None, cross=None, keep=1.0, dropout=0.0):
+    """A decoder layer with one part changed: the self-attention's mask, the cross-attention, the residual's weight."""
+    T = x.shape[1]
+    mask = torch.ones(T, T, dtype=torch.bool).tril() if self_mask is None else self_mask(T)
+    blocks = [
+        (lambda h: layer.self_attn(h, h, h, mask=mask)[0], layer.norm1),
+        (cross or (lambda h: layer.cross_attn(h, memory, memory)[0]), layer.norm2),
+        (layer.feed_forward, layer.norm3),
+    ]
+    for block, norm in blocks:
+        out = lambda h: torch.nn.functional.dropout(block(h), dropout)
+        x = keep * x + out(norm(x)) if layer.norm_first else norm(keep * x + out(x))
+    return x
+
+
+def _dropout_decoder_layer(layer, x, memory):
+    return _decoder_layer_with(layer, x, memory, dropout=0.3)
+
+
+def _decoder_layer_without_memory(layer, x, memory):
+    """The cross-attention reads the decoder and the self-attention sees one token ahead: no single slip."""
+    one_ahead = lambda T: torch.ones(T, T, dtype=torch.bool).tril(1)
+    return _decoder_layer_with(layer, x, memory, self_mask=one_ahead, cross=lambda h: layer.cross_attn(h, h, h)[0])
+
+
+def _decoder_layer_with_causal_memory(layer, x, memory):
+    """The memory read under a causal mask: its order matters."""
+    T_out, T_in = x.shape[1], memory.shape[1]
+    causal = torch.ones(T_out, T_in, dtype=torch.bool).tril()
+    return _decoder_layer_with(layer, x, memory, cross=lambda h: layer.cross_attn(h, memory, memory, mask=causal)[0])
+
+
+def _decoder_layer_one_ahead(layer, x, memory):
+    return _decoder_layer_with(layer, x, memory, self_mask=lambda T: torch.ones(T, T, dtype=torch.bool).tril(1))
+
+
+def _decoder_layer_half_residuals(layer, x, memory):
+    return _decoder_layer_with(layer, x, memory, keep=0.5)
+
+
 def _pre_norm_without_feed_forward(layer, x, memory):
     """Right for post-norm layers; a pre-norm layer forgets its third sub-layer."""
     T = x.shape[1]
@@ -232,14 +272,23 @@ CASES = [
     ("5.6", "the length check", student("5.6", "IndexError instead of ValueError")),
     ("6.1", "the causal self-attention mask", registered("6.1", "upper triangle")),
     ("6.1", "the cross-attention mask", registered("6.1", "causal cross-attention")),
-    ("6.2", "the cross-attention reads the memory", student("6.2", "cross-attention queries from the memory")),
-    ("6.2", "causality", registered("6.2", "no causal mask")),
-    ("6.2", "the residual connections", registered("6.2", "no residual connections")),
+    ("6.2", "no randomness", _dropout_decoder_layer),
+    ("6.2", "the wiring", registered("6.2", "no residual connections")),
+    ("6.2", "the memory is read at all", _decoder_layer_without_memory),
+    ("6.2", "the cross-attention reads the memory", _decoder_layer_with_causal_memory),
+    ("6.2", "causality", _decoder_layer_one_ahead),
+    ("6.2", "the residual connections", _decoder_layer_half_residuals),
     ("6.2", "the feed-forward sub-layer", _pre_norm_without_feed_forward),
     ("6.3", "changed tokens stay in the vocabulary", student("6.3", "+1 without wrapping around the vocabulary")),
     ("6.3", "a change must change the tokens", student("6.3", "set the future to token 0")),
+    (
+        "6.4",
+        "no randomness",
+        lambda x, W1, b1, W2, b2: torch.nn.functional.dropout(torch.relu(x @ W1 + b1), 0.2) @ W2 + b2,
+    ),
     ("6.4", "position-wise", registered("6.4", "mixes positions")),
     ("6.4", "the formula", registered("6.4", "no activation")),
+    ("6.5", "no randomness", student("6.5", "sampling instead of argmax")),
     ("6.5", "the model reads its own output", registered("6.5", "decodes from BOS alone")),
     ("6.5", "after EOS, only EOS", registered("6.5", "ignores EOS")),
     ("6.5", "when to stop", registered("6.5", "stops at the first EOS")),

@@ -2079,7 +2079,7 @@ WRONG.append(
         lambda model, source, max_len, bos, eos: torch.multinomial(
             torch.ones(source.shape[0], 11), max_len, replacement=True
         ),
-        r"own|model|output",
+        r"own|model|output|sampling",
     )
 )
 

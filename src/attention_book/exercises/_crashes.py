@@ -228,6 +228,13 @@ def _pairing_fix(left_node, right_node, frame, names) -> str | None:
         story = _batched_transpose("elementwise", node, frame, other=other, on_right=on_right, names=names)
         if story:
             return story
+    for node, tensor, other, other_text in ((left_node, left, right, R), (right_node, right, left, L)):
+        if "argmax(" in ast.unparse(node) and tensor.dim() == 1 and other.dim() == 1 and len(tensor) != len(other):
+            return (
+                f"`{ast.unparse(node)}` has {names(len(tensor))} entries where `{other_text}` has {names(len(other))}: the "
+                "argmax runs over the wrong axis; take it over the classes, the last axis (argmax(dim=-1)), so that "
+                "every example gets one prediction"
+            )
     for reduced, full, text in ((right, left, R), (left, right, L)):
         if reduced.dim() == full.dim() - 1 and full.dim() >= 2 and tuple(reduced.shape) == tuple(full.shape[:-1]):
             return (
@@ -291,6 +298,14 @@ def shape_fix(error: BaseException, is_library, names) -> str | None:
             fix = None
         if fix:
             return fix
+    axis = re.search(r"\.argmax\((?:dim\s*=\s*)?(\d+)\)", line)
+    match = _BROADCAST.search(text)
+    if axis and match:
+        return (
+            f"`argmax({axis.group(1)})` takes the argmax over axis {axis.group(1)}, so the predictions hold "
+            f"{names(int(match.group(1)))} entries against {names(int(match.group(2)))}: take it over the classes, the last "
+            "axis (argmax(dim=-1)), so that every example gets one prediction"
+        )
     if "t() expects a tensor with <= 2 dimensions" in text:
         return "t() only transposes a matrix; on a tensor with a batch axis write .transpose(-2, -1) to swap the last two axes"
     return None

@@ -85,13 +85,17 @@ def determinism_probe(run: Callable) -> Callable:
         firsts = first if isinstance(first, (tuple, list)) else (first,)
         seconds = second if isinstance(second, (tuple, list)) else (second,)
         for a, b in zip(firsts, seconds):
-            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape:
-                if a.is_floating_point() and not torch.allclose(a.double(), b.double(), atol=1e-6, equal_nan=True):
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                if a.shape != b.shape or not torch.allclose(a.double(), b.double(), atol=1e-6, equal_nan=True):
+                    how = (
+                        f"of the shapes {tuple(a.shape)} and {tuple(b.shape)}"
+                        if a.shape != b.shape
+                        else f"(by up to {float((a.double() - b.double()).abs().nan_to_num(0).max()):.3g})"
+                    )
                     return (
-                        "two calls with the same inputs gave different results (by up to "
-                        f"{float((a.double() - b.double()).abs().nan_to_num(0).max()):.3g}): something random is on, "
-                        "such as dropout (F.dropout and nn.Dropout drop at random unless told otherwise). The exercise "
-                        "has no dropout: take it out"
+                        f"two calls with the same inputs gave different results {how}: something random is on, "
+                        "such as dropout (F.dropout and nn.Dropout drop at random unless told otherwise) or sampling "
+                        "(torch.multinomial). The exercise has neither: take it out"
                     )
         return None
 

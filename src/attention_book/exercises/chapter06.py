@@ -34,6 +34,7 @@ from ._core import (
     register,
     require_tensor_like,
 )
+from ._probes import determinism_probe
 
 # ---------------------------------------------------------------------------------
 # 6.1 The two masks of a decoder layer
@@ -103,6 +104,22 @@ def _check_boolean(mask: torch.Tensor, what: str) -> None:
         )
 
 
+def _check_mask_order(self_mask, cross_mask, *, expected, where: str) -> None:
+    """(cross_mask, self_mask) returned the other way round: say so before the shapes are explained."""
+    expected_self, expected_cross = expected
+    if (
+        isinstance(self_mask, torch.Tensor)
+        and isinstance(cross_mask, torch.Tensor)
+        and tuple(self_mask.shape) == tuple(expected_cross.shape)
+        and tuple(cross_mask.shape) == tuple(expected_self.shape)
+        and expected_self.shape != expected_cross.shape
+    ):
+        raise ExerciseFailure(
+            f"for sources {where} the first mask you return has the cross mask's shape {tuple(self_mask.shape)} and the "
+            f"second the self mask's {tuple(cross_mask.shape)}: return (self_mask, cross_mask), in this order"
+        )
+
+
 def _check_decoder_masks(answer) -> None:
     generator = random_generator()
     T_in = int(torch.randint(6, 10, (), generator=generator))
@@ -115,6 +132,7 @@ def _check_decoder_masks(answer) -> None:
         name_sizes(batch=len(lengths), T_in=width, T_out=T)
         self_mask, cross_mask = _pair_of_masks(call(answer, padding.clone(), T), f"for sources {where}")
         expected_self, expected_cross = _decoder_masks_solution(padding, T)
+        _check_mask_order(self_mask, cross_mask, expected=(expected_self, expected_cross), where=where)
         for got, name in ((self_mask, "self_mask"), (cross_mask, "cross_mask")):
             if not isinstance(got, torch.Tensor):
                 raise ExerciseFailure(f"{name} {where} should be a torch.Tensor, but is a {type(got).__name__}")
@@ -143,7 +161,7 @@ def _check_decoder_masks(answer) -> None:
                 "without it the first row is all False": _masks_without_diagonal(padding, T)[0].float(),
                 "the mask is inverted: True means 'may attend'": _masks_inverted(padding, T)[0].float(),
                 "there is no causal mask at all (every entry True): position i may only look at keys j <= i, "
-                "the lower triangle with its diagonal, torch.ones(T, T, dtype=torch.bool).tril()": _masks_without_causal_mask(
+                "on and below the diagonal, torch.ones(T, T, dtype=torch.bool).tril()": _masks_without_causal_mask(
                     padding, T
                 )[0].float(),
             },
@@ -206,26 +224,50 @@ def _decoder_layer_solution(layer: DecoderLayer, x: torch.Tensor, memory: torch.
     return layer.norm3(x + layer.feed_forward(x))
 
 
-def _wired(layer, x, memory, *, residual=True, norm_first=None, causal=True, cross_source="memory", swap=False):
-    """A decoder layer wired with one deliberate change (for the known mistakes)."""
+def _wired(
+    layer,
+    x,
+    memory,
+    *,
+    residual=True,
+    norm_first=None,
+    causal=True,
+    cross_source="memory",
+    swap=False,
+    slip=None,
+):
+    """A decoder layer wired with one deliberate change (for the known mistakes and the slips probe). ``slip`` is one
+    of: "cross queries" (queries from the memory), "inverted mask", "self over memory", "normalised residual"
+    (pre-norm adds norm(x)), "norm inside" (post-norm adds norm(sublayer(x))), "norms 3 and 1", "no ff residual"."""
     norm_first = layer.norm_first if norm_first is None else norm_first
     T = x.shape[1]
-    future = torch.ones(T, T, dtype=torch.bool).tril() if causal else None
+    lower = torch.ones(T, T, dtype=torch.bool).tril()
+    future = (~lower if slip == "inverted mask" else lower) if causal else None
 
     def self_block(h):
-        return layer.self_attn(h, h, h, mask=future)[0]
+        source = memory if slip == "self over memory" else h
+        return layer.self_attn(h, source, source, mask=future)[0]
 
     def cross_block(h):
+        if slip == "cross queries":
+            return layer.cross_attn(memory, h, h)[0]
         source = memory if cross_source == "memory" else h
         return layer.cross_attn(h, source, source)[0]
 
     first, second = (cross_block, self_block) if swap else (self_block, cross_block)
-    blocks = [(first, layer.norm1), (second, layer.norm2), (layer.feed_forward, layer.norm3)]
-    for block, norm in blocks:
+    norms = (
+        (layer.norm3, layer.norm2, layer.norm1) if slip == "norms 3 and 1" else (layer.norm1, layer.norm2, layer.norm3)
+    )
+    blocks = [(first, norms[0]), (second, norms[1]), (layer.feed_forward, norms[2])]
+    for index, (block, norm) in enumerate(blocks):
+        keep = residual and not (slip == "no ff residual" and index == 2)
         if norm_first:
-            x = (x if residual else 0) + block(norm(x))
+            start = norm(x) if slip == "normalised residual" else x
+            x = (start if keep else 0) + block(norm(x))
+        elif slip == "norm inside":
+            x = (x if keep else 0) + norm(block(x))
         else:
-            x = norm((x if residual else 0) + block(x))
+            x = norm((x if keep else 0) + block(x))
     return x
 
 
@@ -486,33 +528,101 @@ def _as_bool(result, what: str) -> bool:
     raise ExerciseFailure(f"for {what} your function returned {result!r}; it should return True or False")
 
 
+class _Recorder(nn.Module):
+    """Passes tokens on to a model and records every input it is given."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.inputs: list[torch.Tensor] = []
+
+    def forward(self, tokens):
+        self.inputs.append(tokens.detach().clone())
+        return self.model(tokens)
+
+
+def _changes(recorder: _Recorder, tokens: torch.Tensor) -> list[torch.Tensor]:
+    """The positions each recorded input changes (an input equal to the original is left out)."""
+    changed = []
+    for given in recorder.inputs:
+        if given.shape == tokens.shape:
+            where = (given != tokens)[0].nonzero().flatten()
+            if len(where):
+                changed.append(where)
+    return changed
+
+
+def _said_leak_wrongly(what: str, changes: list[torch.Tensor], T: int) -> str:
+    """Why an answer said that a model which does not see the future does: what it changed."""
+    if any(not torch.equal(where, torch.arange(int(where[0]), T)) for where in changes):
+        return (
+            f"you said that {what} sees the future, but it does not: your test changes tokens that are not all the ones "
+            "after some position t (an earlier token, or only some of the later ones), and a change anywhere reaches the "
+            "later positions: change only tokens AFTER t (all of them, t + 1 to the end) and compare the outputs at "
+            "positions up to t"
+        )
+    return (
+        f"you said that {what} sees the future, but it does not: your test changes the tokens after t, but compares "
+        "outputs those changes may reach. Position t may depend on tokens 0..t, itself included: compare only the "
+        "outputs at positions up to t (outputs[:, : t + 1]), never those after it"
+    )
+
+
+def _missed(what: str, changes: list[torch.Tensor], T: int, tokens: torch.Tensor, recorder: _Recorder) -> str:
+    """Why an answer missed a leak: which changes it never made, or how it compared."""
+    for given in recorder.inputs:
+        moved = given != tokens
+        if moved.any():
+            first = int(moved[0].nonzero()[0])
+            if not moved[0, first:].all():
+                return (
+                    f"you missed {what}: your test leaves some of the later tokens as they were (a change to a value they "
+                    "may already have shows nothing); make each changed token differ from the original, e.g. "
+                    "(token + 1) % vocab_size"
+                )
+    starts = {int(where[0]) for where in changes}
+    if not starts:
+        return (
+            f"you missed {what}: your test never gave the model a changed token (it answered without changing the "
+            "tokens after any position t). For every position t, change the tokens after t and compare the outputs at "
+            "positions up to t"
+        )
+    missing = sorted(set(range(1, T)) - starts)
+    if missing == [1]:
+        return (
+            f"you missed {what}: a leak into position 0 goes unseen when the loop over t starts at 1. Test every "
+            "position t from 0 to T - 2: change the tokens after t and compare the outputs at 0..t"
+        )
+    if missing:
+        return (
+            f"you missed {what}: your test changes the tokens after t only for t in {sorted(s - 1 for s in starts)}; a "
+            "leak can come from any token and reach any earlier position, so test every position t from 0 to T - 2 "
+            "(changing only the last token, or looking only at the first position, misses it)"
+        )
+    return (
+        f"you missed {what}: your test changes the right tokens but does not see the outputs up to t move. Compare the "
+        "outputs themselves (the logits, not their argmax) with a small tolerance, torch.allclose(..., atol=1e-6)"
+    )
+
+
 def _check_sees_the_future(answer) -> None:
     cases, tokens, vocab_size = _future_cases(random_generator())
-    for what, model, leaks in cases:
-        got = _as_bool(call(answer, model, tokens.clone(), vocab_size), what)
+    said = [_as_bool(call(answer, _Recorder(model), tokens.clone(), vocab_size), what) for what, model, _ in cases]
+    if all(s != leaks for s, (_, _, leaks) in zip(said, cases)):
+        raise ExerciseFailure(
+            "every one of your answers is the opposite of the truth (a causal model 'sees the future', one without a "
+            "mask does not): your function answers the opposite question; return True when some output sees a later "
+            "token"
+        )
+    T = tokens.shape[1]
+    for got, (what, model, leaks) in zip(said, cases):
         if got == leaks:
             continue
-        if not leaks:
-            raise ExerciseFailure(
-                f"you said that {what} sees the future, but it does not. Position t may depend on tokens 0..t, itself "
-                "included, and later positions depend on earlier tokens: change only tokens AFTER t and compare only "
-                "the outputs at positions up to t"
-            )
-        if "FIRST position" in what:
-            raise ExerciseFailure(
-                f"you missed {what}: a leak into position 0 goes unseen when the loop over t starts at 1. Test "
-                "every position t from 0 to T - 2: change the tokens after t and compare the outputs at 0..t"
-            )
-        if "middle" in what:
-            raise ExerciseFailure(
-                f"you missed {what}: a leak can come from any token and reach any earlier position. For every position t, "
-                "change the tokens after t and compare the outputs at positions up to t; changing only the last token, "
-                "or looking only at the first position, misses it"
-            )
-        raise ExerciseFailure(
-            f"you missed {what}. Change the tokens after some position t and see whether the outputs at positions "
-            "up to t move (compare with a tolerance, e.g. torch.allclose)"
-        )
+        recorder = _Recorder(model)
+        call(answer, recorder, tokens.clone(), vocab_size)
+        changes = _changes(recorder, tokens)
+        message = _missed(what, changes, T, tokens, recorder) if leaks else _said_leak_wrongly(what, changes, T)
+        raise ExerciseFailure(message)
 
 
 register(
@@ -522,11 +632,17 @@ register(
     answer="sees_the_future",
     solution=_sees_the_future_solution,
     mistakes=[
-        Mistake("perturbs only the last token", _perturbs_only_the_last_token, "a single token in the middle"),
-        Mistake("compares the changed position too", _compares_the_changed_position_too, "change only tokens AFTER t"),
-        Mistake("checks only the first position", _checks_only_the_first_position, "a single token in the middle"),
+        Mistake("perturbs only the last token", _perturbs_only_the_last_token, "test every position t from 0 to T - 2"),
+        Mistake(
+            "compares the changed position too",
+            _compares_the_changed_position_too,
+            "compare only the outputs at positions up to t",
+        ),
+        Mistake(
+            "checks only the first position", _checks_only_the_first_position, "test every position t from 0 to T - 2"
+        ),
         Mistake("changes the past", _changes_the_past, "change only tokens AFTER t"),
-        Mistake("always False", _never_sees_the_future, "you missed a model without any mask"),
+        Mistake("always False", _never_sees_the_future, "your test never gave the model a changed token"),
         Mistake("loop starts at t = 1", _loop_starts_at_one, "a leak into position 0 goes unseen"),
     ],
 )
@@ -970,20 +1086,59 @@ def _masks_for(answer, *, lengths=(4, 2), T_in=4, T_out=5):
 def _causal_self_mask_probe(answer):
     _, self_mask, _ = _masks_for(answer)
     T = self_mask.shape[0]
+    lower = torch.ones(T, T, dtype=torch.bool).tril()
+    if torch.equal(self_mask, ~lower):
+        return (
+            f"your self_mask (T_out = {T}) is True on the future positions and False on the allowed ones: the mask is "
+            "inverted (the opposite convention). True means 'may attend': query i may attend to keys j <= i"
+        )
+    named = {
+        "it is the upper triangle: row i is the query at position i and may look at keys j <= i, which is the LOWER "
+        "triangle (torch.tril), not torch.triu": lower.T,
+        "the diagonal is missing: a token may attend to itself (j = i), so use tril(), not tril(-1); without it the "
+        "first row is all False": torch.ones(T, T, dtype=torch.bool).tril(-1),
+        "there is no causal mask at all (every entry True): position i may only look at keys j <= i, on and below "
+        "the diagonal, torch.ones(T, T, dtype=torch.bool).tril()": torch.ones(T, T, dtype=torch.bool),
+    }
+    for cause, mask in named.items():
+        if torch.equal(self_mask, mask):
+            return f"your self_mask (T_out = {T}): {cause}"
+    if torch.equal(self_mask, torch.ones(T, T, dtype=torch.bool).tril(1)):
+        return (
+            f"your self_mask (T_out = {T}) lets each position see one token ahead (tril(1)): query i may attend to keys "
+            "j <= i, so use tril() (diagonal 0)"
+        )
     for i in range(T):
         for j in range(T):
             if bool(self_mask[i, j]) != (j <= i):
                 allowed = "may" if self_mask[i, j] else "may not"
                 return (
                     f"in your self_mask (T_out = {T}) query {i} {allowed} attend to key {j}: True means 'may attend', and "
-                    "position i may see itself and every earlier position, j <= i (the lower triangle with its diagonal), "
-                    "never a later one"
+                    "position i may see itself and every earlier position, j <= i (on and below the diagonal), never a "
+                    "later one"
                 )
     return None
 
 
 def _cross_mask_probe(answer):
     padding, _, cross_mask = _masks_for(answer)
+    expected = padding[:, None, :].expand_as(cross_mask)
+    T_out, T_in = cross_mask.shape[1:]
+    named = {
+        "the cross-attention must not be causal: the whole source is known before decoding starts, so every output "
+        "position may read every real source token": expected & torch.ones(T_out, T_in, dtype=torch.bool).tril(),
+        "the source padding is ignored: no output position may read a padded source token, so column j must be False "
+        "where source_padding[b, j] is False": torch.ones_like(cross_mask),
+    }
+    for cause, mask in named.items():
+        if torch.equal(cross_mask, mask):
+            return f"in your cross_mask {cause}"
+    if torch.equal(cross_mask, ~expected):
+        return (
+            "your cross_mask is True at the padded source tokens and False at the real ones: the mask is inverted (the "
+            "opposite convention). True means 'may attend', so cross_mask[b, i, j] = source_padding[b, j], which is True "
+            "for a real token"
+        )
     for b in range(padding.shape[0]):
         for i in range(cross_mask.shape[1]):
             for j in range(padding.shape[1]):
@@ -1134,9 +1289,93 @@ def _feed_forward_reaches_probe(answer):
     return None
 
 
+_LAYER_SLIPS = {
+    "the residual connections are missing: each sub-layer's input must be added to its output, x + sublayer(...)": {
+        "residual": False
+    },
+    "the cross-attention attends to the decoder's own tokens: its keys and values must come from the encoder output, "
+    "layer.cross_attn(h, memory, memory)": {"cross_source": "x"},
+    "the self-attention is not causal: pass mask=causal_mask(T_out) (True on and below the diagonal), or each position "
+    "reads the tokens after it": {"causal": False},
+    "the sub-layers are in the wrong order: first causal self-attention (norm1), then cross-attention (norm2), then the "
+    "feed-forward (norm3)": {"swap": True},
+    "the cross-attention's queries come from the memory: its queries come from the decoder (h), its keys and values "
+    "from the memory, layer.cross_attn(h, memory, memory)": {"slip": "cross queries"},
+    "your causal mask is the opposite convention (True on the future positions): True means 'may attend', so pass "
+    "the lower triangle with its diagonal, causal_mask(T_out)": {"slip": "inverted mask"},
+    "the self-attention reads the memory: the self-attention reads the decoder's own tokens, layer.self_attn(h, h, h, "
+    "mask=...); only the cross-attention reads the memory": {"slip": "self over memory"},
+    "you add the normalised x back: in pre-norm only the sub-layer's INPUT is normalised and the result is added to the "
+    "un-normalised x, x = x + sublayer(norm(x))": {"slip": "normalised residual"},
+    "you normalise the sub-layer's output before adding it: post-norm normalises after adding, x = norm(x + sublayer(x))": {
+        "slip": "norm inside"
+    },
+    "norm1 and norm3 are swapped: the norms are norm1, norm2, norm3 in the order of the sub-layers (self-attention, "
+    "cross-attention, feed-forward)": {"slip": "norms 3 and 1"},
+    "the feed-forward sub-layer has no residual: add its input to its output like the others": {
+        "slip": "no ff residual"
+    },
+}
+
+
+def _layer_slips_probe(answer):
+    """Both kinds of layer, a memory as long as the decoder (so that every slip runs): the answer must not compute
+    exactly one of the usual slips."""
+    generator = torch.Generator().manual_seed(80)
+    x, memory = torch.randn(2, 5, 16, generator=generator), torch.randn(2, 5, 16, generator=generator)
+    for norm_first in (False, True):
+        layer = _probe_layer(norm_first)
+        got = _layer_run(answer, layer, x, memory=memory)
+        with torch.no_grad():
+            if torch.allclose(got, _decoder_layer_solution(layer, x, memory).double(), atol=1e-5):
+                continue
+            for cause, change in _LAYER_SLIPS.items():
+                if torch.allclose(got, _wired(layer, x, memory, **change).double(), atol=1e-5):
+                    return f"for a {'pre' if norm_first else 'post'}-norm layer: {cause}"
+        if not norm_first:
+            with torch.no_grad():
+                if torch.allclose(got, _wired(layer, x, memory, norm_first=True).double(), atol=1e-5):
+                    return (
+                        "the layer norm is in the wrong place: this layer has norm_first=False (post-norm, as in the "
+                        "original Transformer), so normalise after adding: x = norm(x + sublayer(x))"
+                    )
+        elif torch.allclose(got, _wired(layer, x, memory, norm_first=False).double(), atol=1e-5):
+            return (
+                "the layer norm is in the wrong place: this layer has norm_first=True (pre-norm), so normalise the input "
+                "of each sub-layer and add the result to the un-normalised x: x = x + sublayer(norm(x))"
+            )
+    return None
+
+
+def _memory_used_probe(answer):
+    """The output must depend on the memory at all (the cross-attention's keys and values)."""
+    generator = torch.Generator().manual_seed(81)
+    x = torch.randn(2, 5, 16, generator=generator)
+    layer = _probe_layer(False)
+    got = _layer_run(answer, layer, x, memory=torch.randn(2, 4, 16, generator=generator))
+    other = _layer_run(answer, layer, x, memory=torch.randn(2, 4, 16, generator=generator))
+    if torch.allclose(got, other, atol=1e-6):
+        return (
+            "your output does not change when the memory does: the cross-attention's keys and values must come from the "
+            "encoder output, layer.cross_attn(h, memory, memory), not from the decoder's own tokens"
+        )
+    return None
+
+
+def _layer_pair(answer):
+    generator = torch.Generator().manual_seed(82)
+    with torch.no_grad():
+        return answer(
+            _probe_layer(True), torch.randn(2, 4, 16, generator=generator), torch.randn(2, 3, 16, generator=generator)
+        )
+
+
 add_properties(
     "6.2",
     [
+        Property("no randomness (the same inputs give the same output)", determinism_probe(_layer_pair)),
+        Property("the wiring (each sub-layer as the chapter wires it)", _layer_slips_probe),
+        Property("the memory is read at all (the output depends on it)", _memory_used_probe),
         Property("the cross-attention reads the memory (its keys and values, in any order)", _memory_order_probe),
         Property("causality (no output position sees a later decoder token)", _layer_causality_probe),
         Property("the residual connections and the norms' places", _residual_probe),
@@ -1253,6 +1492,27 @@ def _ff_formula_probe(answer):
     got = probe_tensor(answer(x.clone(), eye, zero4, eye, zero4), (2, 5, 4))
     relu = torch.relu(x).double()
     if not torch.allclose(got, relu, atol=1e-5):
+        twice = probe_tensor(answer(x.clone(), 2 * eye, zero4, 2 * eye, zero4), (2, 5, 4))
+        if torch.allclose(got, twice, atol=1e-6):
+            return (
+                "doubling W1 and W2 did not change your output: it ignores the W1, b1, W2, b2 it is given (a layer of its "
+                "own, nn.Linear, has its own weights); compute relu(x @ W1 + b1) @ W2 + b2 with the given ones"
+            )
+        x64 = x.double()
+        activations = {
+            "you used GELU where the chapter's feed-forward has ReLU": torch.nn.functional.gelu(x64),
+            "you used sigmoid where the feed-forward has ReLU, max(0, .)": torch.sigmoid(x64),
+            "you used tanh where the feed-forward has ReLU, max(0, .)": torch.tanh(x64),
+            "you used a softmax where the feed-forward has ReLU, max(0, .), applied to each number on its own": torch.softmax(
+                x64, dim=-1
+            ),
+            "you used a leaky ReLU where the feed-forward has ReLU, max(0, .)": torch.nn.functional.leaky_relu(x64),
+            "your output is normalised (a layer norm): the feed-forward is relu(x W1 + b1) W2 + b2 alone; the layer "
+            "around it normalises": torch.nn.functional.layer_norm(relu, (4,)),
+        }
+        for cause, wrong in activations.items():
+            if torch.allclose(got, wrong, atol=1e-5):
+                return f"with W1 = W2 = I and zero biases the feed-forward is relu(x); {cause}"
         if torch.allclose(got, x.double() + relu, atol=1e-5):
             return "with W1 = W2 = I and zero biases the feed-forward is relu(x), but yours is x + relu(x): the residual is added by the layer around it, not inside the feed-forward"
         if torch.allclose(got, x.double(), atol=1e-5):
@@ -1265,6 +1525,16 @@ def _ff_formula_probe(answer):
         )
     b1 = torch.tensor([1.0, -1.0, 2.0, -2.0])
     got = probe_tensor(answer(x.clone(), torch.zeros(4, 4), b1, eye, zero4), (2, 5, 4))
+    if torch.allclose(got, torch.zeros_like(got), atol=1e-7):
+        return (
+            f"with W1 = 0 the hidden layer is relu(b1) = {torch.relu(b1).tolist()} for every token, but yours gives zeros: "
+            "b1 is missing (and b2?); the biases b1 and b2 are missing: relu(x W1 + b1) W2 + b2"
+        )
+    if torch.allclose(got, b1.double().expand_as(got), atol=1e-5):
+        return (
+            f"with W1 = 0 the hidden layer is relu(b1) = {torch.relu(b1).tolist()}, but yours gives b1 = {b1.tolist()} "
+            "itself: b1 is added before the ReLU, inside it: relu(x W1 + b1); yours adds it after"
+        )
     if not torch.allclose(got, torch.relu(b1).double().expand_as(got), atol=1e-5):
         return f"with W1 = 0 the hidden layer is relu(b1) = {torch.relu(b1).tolist()} for every token (b1 = {b1.tolist()} is added BEFORE the ReLU); yours gives {[round(float(v), 3) for v in got[0, 0]]}"
     b2 = torch.tensor([0.5, -1.5, 2.5, 0.0])
@@ -1274,9 +1544,17 @@ def _ff_formula_probe(answer):
     return None
 
 
+def _ff_pair(answer):
+    generator = torch.Generator().manual_seed(83)
+    W1, W2 = torch.randn(4, 6, generator=generator), torch.randn(6, 4, generator=generator)
+    b1, b2 = torch.randn(6, generator=generator), torch.randn(4, generator=generator)
+    return answer(_ff_inputs(), W1, b1, W2, b2)
+
+
 add_properties(
     "6.4",
     [
+        Property("no randomness (the same inputs give the same output)", determinism_probe(_ff_pair)),
         Property("position-wise (each token on its own)", _ff_position_wise_probe),
         Property("the formula relu(x W1 + b1) W2 + b2, piece by piece", _ff_formula_probe),
     ],
@@ -1386,9 +1664,17 @@ def _length_probe(answer):
     return None
 
 
+def _greedy_twice(answer):
+    with torch.no_grad():
+        return answer(
+            _ScriptedModel([3, 9, 5]), torch.tensor([[3, 4, 5, 6, 7], [9, 3, 8, 4, 6], [5, 5, 3, 10, 4]]), 7, _BOS, _EOS
+        )
+
+
 add_properties(
     "6.5",
     [
+        Property("no randomness (greedy takes the most likely token, the argmax)", determinism_probe(_greedy_twice)),
         Property("the model reads its own output (no teacher forcing)", _own_output_probe),
         Property("after EOS, only EOS (a finished sequence stays finished)", _eos_probe),
         Property("when to stop (every sequence finished, or max_len)", _length_probe),
@@ -1426,6 +1712,17 @@ def _fraction_of_examples_probe(answer):
         raise Inconclusive("the checker names the type")
     if abs(result - expected) <= 1e-6:
         return None
+    batch_mean = sum(hit / len(y) for hit, (_, y) in zip(hits, batches)) / len(batches)
+    if abs(result - batch_mean) < 1e-6:
+        return (
+            f"you averaged the accuracies of the batches ({[len(y) for _, y in batches]} examples): a batch of 1 then "
+            "counts as much as one of 8. Count the correct predictions and divide by the number of examples"
+        )
+    if result == sum(hits) // 12 and sum(hits) < 12:
+        return (
+            f"you returned {result:g} for {sum(hits)} right of 12: // is floor division; divide with / to get the "
+            f"fraction {expected:.4g}"
+        )
     if result > 1:
         return f"you returned {result:.4g}, more than 1: an accuracy is the fraction of examples predicted right, between 0 and 1 ({sum(hits)} of 12 = {expected:.4g} here)"
     return (
