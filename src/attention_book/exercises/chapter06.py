@@ -621,7 +621,11 @@ def _check_sees_the_future(answer) -> None:
         recorder = _Recorder(model)
         call(answer, recorder, tokens.clone(), vocab_size)
         changes = _changes(recorder, tokens)
-        message = _missed(what, changes, T, tokens=tokens, recorder=recorder) if leaks else _said_leak_wrongly(what, changes, T)
+        message = (
+            _missed(what, changes, T, tokens=tokens, recorder=recorder)
+            if leaks
+            else _said_leak_wrongly(what, changes, T)
+        )
         raise ExerciseFailure(message)
 
 
