@@ -415,6 +415,11 @@ LIKELY_CAUSES: list[tuple[str, str]] = [
         "cannot assign module before module.__init__() call",
         "an nn.Module's __init__ must call super().__init__() first, before it assigns any layer or parameter",
     ),
+    (
+        "examples but",
+        "the features and the labels disagree on the number of examples: index the axis you mean (features of "
+        "shape (examples, layers, d): one layer's features are features[:, layer])",
+    ),
     ("expected scalar type", "two tensors of different dtypes: convert with .to(other.dtype) or .float()"),
     ("dtype", "a tensor of the wrong dtype: masks are torch.bool, token ids torch.long, the rest float"),
     ("does not require grad", "a tensor cut off from autograd (.detach(), .item(), numpy, torch.no_grad())"),

@@ -495,7 +495,9 @@ def _check_multi_head_attention(answer) -> None:
             expected_weights,
             f"the tensor of attention weights {size}",
             known_mistakes={hint: result[1] for hint, result in wrong.items()},
-            atol=1e-5,
+            # Scores in the hundreds (x times 30): float32's rounding of them moves a weight by up to ~2e-5, so a
+            # right answer computed in float64 differs that much from the float32 reference.
+            atol=1e-4 if x_scale > 1 else 1e-5,
             rtol=1e-4,
             axes=("batch", "head", "query", "key"),
         )

@@ -23,7 +23,6 @@ from ..transformer import Encoder
 from ..transformer import mean_pool as reference_mean_pool
 from ._core import (
     ExerciseFailure,
-    Inconclusive,
     Mistake,
     Property,
     add_properties,
@@ -201,6 +200,12 @@ def _find_head(model: nn.Module, encoder: nn.Module, d_model: int, *, num_classe
         if isinstance(module, nn.Linear) and id(module.weight) not in encoder_parameters
     ]
     fitting = [m for m in heads if (m.in_features, m.out_features) == (d_model, num_classes)]
+    if len(fitting) == 1 and len(heads) > 1:
+        found = ", ".join(f"Linear({m.in_features}, {m.out_features})" for m in heads)
+        raise ExerciseFailure(
+            f"the model adds {len(heads)} new linear layers on top of the encoder ({found}): the head is exactly one new "
+            f"nn.Linear(d_model={d_model}, num_classes={num_classes}) applied to the pooled vector"
+        )
     if len(fitting) != 1:
         found = ", ".join(f"Linear({m.in_features}, {m.out_features})" for m in heads) or "none"
         raise ExerciseFailure(
@@ -338,7 +343,7 @@ def _worst_layer(train_features, train_labels, valid_features, valid_labels):
 
 
 def _layer_features(
-    generator: torch.Generator, *, num_layers: int = 7, n_train: int = 240, n_valid: int = 240, d: int = 8
+    generator: torch.Generator, *, num_layers: int = 8, n_train: int = 240, n_valid: int = 240, d: int = 8
 ):
     """Synthetic per-layer features with known roles. Returns (train, train_labels, valid, valid_labels, roles).
 
@@ -349,8 +354,12 @@ def _layer_features(
     signal. flipped: the class signal reverses between training and validation (the worst layer).
     every other layer, the last included: a weak signal (about 70%).
     """
-    best = int(torch.randint(1, num_layers - 2, (), generator=generator))  # neither 0 nor one of the last two
-    others = [i for i in range(num_layers - 1) if i not in (best, best + 1)]
+    # Neither 0 nor one of the last two, and such that best + 1 (counted from 1) and num_layers - 1 - best (counted
+    # from the last layer) are two other layers: 1, 2, 4 or 5 of 8.
+    choices = [i for i in range(1, num_layers - 2) if num_layers - 1 - i not in (i, i + 1)]
+    best = choices[int(torch.randint(0, len(choices), (), generator=generator))]
+    mirror = num_layers - 1 - best
+    others = [i for i in range(num_layers - 1) if i not in (best, best + 1, mirror)]
     picked = torch.randperm(len(others), generator=generator)[:4].tolist()
     trap, loud, flipped, valid_trap = (others[i] for i in picked)
     train_labels = torch.arange(n_train) % 2
@@ -398,11 +407,35 @@ def _layer_features(
     return train, train_labels, valid, valid_labels, roles
 
 
-def _check_best_layer(answer) -> None:
-    generator = random_generator()
-    train, train_labels, valid, valid_labels, roles = _layer_features(generator)
-    num_layers = train.shape[1]
-    result = call(answer, train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
+def _layer_probe_data():
+    """Four layers: 0 a large signal in the training set that the validation set reverses (it fits the training set,
+    fails on new data, and has the largest features); 1 a weak signal (good, not the best); 2 a clear signal in both
+    sets (the best); 3 noise."""
+    generator = torch.Generator().manual_seed(81)
+    N, d = 40, 2
+    labels = [torch.arange(N) % 2 for _ in range(2)]
+    sets = []
+    for which, y in enumerate(labels):
+        sign = (2 * y - 1).float()[:, None]
+        flip = 1.0 if which == 0 else -1.0
+        trap = 10.0 * (0.3 * torch.randn(N, d, generator=generator) + flip * sign * torch.tensor([1.0, 1.0]))
+        signal_sign = sign.clone()
+        if which == 1:
+            signal_sign[
+                :2
+            ] *= -1  # two validation examples against the rule: its best accuracy is 0.95, not 1 (a layer number)
+        signal = 0.5 * torch.randn(N, d, generator=generator) + 1.5 * signal_sign * torch.tensor([1.0, 0.0])
+        weak = torch.randn(N, d, generator=generator) + 0.7 * sign * torch.tensor([0.0, 1.0])  # good, not the best
+        noise = torch.randn(N, d, generator=generator)
+        sets.append(torch.stack([trap, weak, signal, noise], dim=1))  # (N, 4, d)
+    return sets[0], labels[0], sets[1], labels[1]
+
+
+_BEST_PROBE_LAYER = 2
+
+
+def _layer_number(result, num_layers: int) -> int:
+    """The answer's layer as an int, or the failure that says what it returned instead."""
     if isinstance(result, torch.Tensor) and result.numel() == 1:
         result = result.item()
     if (
@@ -413,9 +446,44 @@ def _check_best_layer(answer) -> None:
         raise ExerciseFailure(
             f"best_layer should return a layer number (an int from 0 to {num_layers - 1}), but returned {result!r:.60}"
         )
-    chosen = int(result)
+    return int(result)
+
+
+def _check_on_fixed_features(answer) -> None:
+    """A second set of features, fixed, for an answer that chose the right layer of the random ones: a rule that picks
+    a layer without comparing validation accuracies (the largest mean, a fixed number) finds the best of 8 layers
+    now and then by chance, and is caught here. Four layers: 0 fits the training set and fails on new data, 1 is
+    good, 2 the best, 3 noise."""
+    train, train_labels, valid, valid_labels = _layer_probe_data()
+    result = call(answer, train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
+    chosen, best = _layer_number(result, train.shape[1]), _BEST_PROBE_LAYER
+    if chosen == best:
+        return
+    if not 0 <= chosen < train.shape[1]:
+        raise ExerciseFailure(
+            f"for features of 4 layers you chose layer {chosen}, but the layers are 0 to 3 (axis 1 of (examples, "
+            "layers, features)), counted from 0"
+        )
+    probes = {layer: train_linear_probe(train[:, layer], train_labels) for layer in (chosen, best)}
+    fit = probe_accuracy(probes[chosen], train[:, chosen], train_labels)
+    held_out = {layer: probe_accuracy(probes[layer], valid[:, layer], valid_labels) for layer in (chosen, best)}
+    raise ExerciseFailure(
+        f"your answer was right on one set of features, but for another (4 layers) you chose layer {chosen}, whose "
+        f"probe trained on the training features scores {fit:.2f} on them and {held_out[chosen]:.2f} on the validation "
+        f"features; layer {best}'s scores {held_out[best]:.2f} there. Train one probe per layer on the TRAINING "
+        "features and keep the layer with the highest VALIDATION accuracy"
+    )
+
+
+def _check_best_layer(answer) -> None:
+    generator = random_generator()
+    train, train_labels, valid, valid_labels, roles = _layer_features(generator)
+    num_layers = train.shape[1]
+    result = call(answer, train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
+    chosen = _layer_number(result, num_layers)
     best = roles["best"]
     if chosen == best:
+        _check_on_fixed_features(answer)
         return
     hints = {
         roles[
@@ -432,6 +500,11 @@ def _check_best_layer(answer) -> None:
         best
         + 1: "your layer number is one too high: layer 0 is the embedding output, so count from 0 (range(num_layers))",
     }
+    hints.setdefault(
+        num_layers - 1 - best,
+        "your layer number counts from the last layer: layer 0 is the embedding output, the first of axis 1, so "
+        "return the position of the best layer counted from 0",
+    )
     if 0 <= chosen < num_layers and chosen in hints:
         raise ExerciseFailure(
             f"you chose layer {chosen}, but layer {best} classifies the validation features best: {hints[chosen]}"
@@ -470,13 +543,13 @@ register(
 
 
 def _pooling_case():
-    """Sentence 0: real vectors 6, 10, 1, 3, then two padding vectors at 100; sentence 1: real vectors 2, 4, 6, then
-    padding. Each wrong pooling gives sentence 0 its own number: the mean 5, the max 10, the sum 20, the first token 6,
-    the (lower) median 3, the smallest 1, sum / T 3.33, all six positions 36.7, the padding 100, the sum over the
-    batch's 7 real tokens 2.86."""
-    rows = [[6.0, 10.0, 1.0, 3.0, 100.0, 100.0], [2.0, 4.0, 6.0, 100.0, 100.0, 100.0]]
+    """Sentence 0: real vectors 9, 1, 10, 3, 2, then a padding vector at 100; sentence 1: real vectors 2, 4, 6, then
+    padding. Each wrong pooling gives sentence 0 its own number: the mean 5, the max 10, the sum 25, the first token 9,
+    the last real token 2, the median 3, the smallest 1, sum / T 4.17, all six positions 20.8, the padding 100, the
+    sum over the batch's 8 real tokens 3.125."""
+    rows = [[9.0, 1.0, 10.0, 3.0, 2.0, 100.0], [2.0, 4.0, 6.0, 100.0, 100.0, 100.0]]
     hidden = torch.tensor(rows)[..., None] * torch.tensor([1.0, -1.0, 0.5])
-    padding_mask = torch.tensor([[True] * 4 + [False] * 2, [True] * 3 + [False] * 3])
+    padding_mask = torch.tensor([[True] * 5 + [False], [True] * 3 + [False] * 3])
     return hidden, padding_mask
 
 
@@ -490,14 +563,15 @@ def _mean_of_real_tokens_probe(answer):
     first = float(got[0, 0])
     seen = {
         10.0: "the largest of them (a max, not a mean)",
-        20.0: "their sum (divide by the number of real tokens, 4)",
-        20.0 / 6: "their sum divided by T = 6, the padding positions counted",
-        220.0 / 6: "the average of all six positions, padding included",
-        6.0: "the first token alone",
+        25.0: "their sum (divide by the number of real tokens, 5)",
+        25.0 / 6: "their sum divided by T = 6, the padding position counted",
+        125.0 / 6: "the average of all six positions, padding included",
+        9.0: "the first token alone",
+        2.0: "the last real token alone",
         3.0: "their median, not their mean",
         1.0: "the smallest of them",
-        100.0: "the padding vectors: is the mask inverted? True marks a real token",
-        20.0 / 7: "their sum divided by the real tokens of the whole batch (7), not of this sentence",
+        100.0: "the padding vector: is the mask inverted? True marks a real token",
+        25.0 / 8: "their sum divided by the real tokens of the whole batch (8), not of this sentence",
     }
     what = next((text for value, text in seen.items() if abs(first - value) < 1e-5), f"{first:.4g}")
     if abs(first - 5.0) < 1e-5:
@@ -505,8 +579,8 @@ def _mean_of_real_tokens_probe(answer):
             f"the right mean 5 for sentence 0 but {float(got[1, 0]):.4g} for sentence 1 (real vectors 2, 4, 6: mean 4)"
         )
     return (
-        "sentence 0 has four real vectors, 6, 10, 1 and 3 (times (1, -1, 0.5)), then two padding vectors; its mean pooling is "
-        f"their average, 5; yours gives {what}. Sum the real tokens' vectors (weights padding_mask) and divide by each "
+        "sentence 0 has five real vectors, 9, 1, 10, 3 and 2 (times (1, -1, 0.5)), then a padding vector; its mean pooling "
+        f"is their average, 5; yours gives {what}. Sum the real tokens' vectors (weights padding_mask) and divide by each "
         "sentence's own count"
     )
 
@@ -539,7 +613,7 @@ def _scripted_classifier(answer, d_model: int = 4):
 
 
 def _classifier_inputs():
-    tokens = torch.tensor([[2, 4, 0, 0], [1, 3, 5, 7]])
+    tokens = torch.tensor([[2, 6, 1, 0], [1, 3, 5, 7]])
     return tokens, tokens != 0
 
 
@@ -571,14 +645,17 @@ def _classifier_pooling_probe(answer):
         return "your outputs are probabilities (softmax): return the raw logits; F.cross_entropy applies the softmax itself"
     first = float(logits[0, 0])
     seen = {
-        6.0: "their sum (divide by the number of real tokens)",
-        1.5: "an average over all 4 positions, padding included",
+        9.0: "their sum (divide by the number of real tokens)",
+        2.25: "an average over all 4 positions, padding included",
         2.0: "the first token alone",
+        1.0: "the last real token alone",
+        6.0: "the largest of them (a max, not a mean)",
     }
     what = next((text for value, text in seen.items() if abs(first - value) < 1e-5), f"{first:.4g}")
     return (
-        "with an encoder that turns token t into the vector (t, t, t, t) and an identity head, sentence 0 (real tokens 2 and 4, "
-        f"then padding) must give the logits of their mean, 3; yours gives {what}: average the real tokens' vectors, then the head"
+        "with an encoder that turns token t into the vector (t, t, t, t) and an identity head, sentence 0 (real tokens 2, 6 "
+        f"and 1, then padding) must give the logits of their mean, 3; yours gives {what}: average the real tokens' "
+        "vectors, then the head"
     )
 
 
@@ -591,58 +668,6 @@ add_properties(
 )
 
 
-def _layer_probe_data():
-    """Four layers: 0 a large signal in the training set that the validation set reverses (it fits the training set,
-    fails on new data, and has the largest features); 1 a weak signal (good, not the best); 2 a clear signal in both
-    sets (the best); 3 noise."""
-    generator = torch.Generator().manual_seed(81)
-    N, d = 40, 2
-    labels = [torch.arange(N) % 2 for _ in range(2)]
-    sets = []
-    for which, y in enumerate(labels):
-        sign = (2 * y - 1).float()[:, None]
-        flip = 1.0 if which == 0 else -1.0
-        trap = 10.0 * (0.3 * torch.randn(N, d, generator=generator) + flip * sign * torch.tensor([1.0, 1.0]))
-        signal_sign = sign.clone()
-        if which == 1:
-            signal_sign[
-                :2
-            ] *= -1  # two validation examples against the rule: its best accuracy is 0.95, not 1 (a layer number)
-        signal = 0.5 * torch.randn(N, d, generator=generator) + 1.5 * signal_sign * torch.tensor([1.0, 0.0])
-        weak = torch.randn(N, d, generator=generator) + 0.7 * sign * torch.tensor([0.0, 1.0])  # good, not the best
-        noise = torch.randn(N, d, generator=generator)
-        sets.append(torch.stack([trap, weak, signal, noise], dim=1))  # (N, 4, d)
-    return sets[0], labels[0], sets[1], labels[1]
-
-
-_BEST_PROBE_LAYER = 2
-
-
-def _best_layer_probe(answer):
-    train, train_labels, valid, valid_labels = _layer_probe_data()
-    result = answer(train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
-    if isinstance(result, torch.Tensor) and result.numel() == 1:
-        result = result.item()
-    if isinstance(result, bool) or not (
-        isinstance(result, numbers.Integral) or (isinstance(result, float) and result.is_integer())
-    ):
-        raise Inconclusive("the checker names the type")
-    chosen, best = int(result), _BEST_PROBE_LAYER
-    if chosen == best:
-        return None
-    if not 0 <= chosen < train.shape[1]:
-        return f"you chose layer {chosen}, but the features have layers 0 to {train.shape[1] - 1} (axis 1 of (examples, layers, features)), counted from 0"
-    probes = {layer: train_linear_probe(train[:, layer], train_labels) for layer in (chosen, best)}
-    fit = probe_accuracy(probes[chosen], train[:, chosen], train_labels)
-    held_out = {layer: probe_accuracy(probes[layer], valid[:, layer], valid_labels) for layer in (chosen, best)}
-    return (
-        f"you chose layer {chosen}, whose probe trained on the training features scores {fit:.2f} on them and "
-        f"{held_out[chosen]:.2f} on the validation features; layer {best}'s scores {held_out[best]:.2f} there. Train one probe "
-        "per layer on the TRAINING features and keep the layer with the highest VALIDATION accuracy"
-    )
-
-
-add_properties(
-    "7.3",
-    [Property("the best layer by validation accuracy (probes trained on the training features)", _best_layer_probe)],
-)
+# 7.3 has no property probe: its checker's features give every usual slip a layer of its own (the role-based hints
+# below name the mistake), and a probe would train a second set of linear probes, doubling a check that already
+# takes the student's own 7 trainings (issue 45).
