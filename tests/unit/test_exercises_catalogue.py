@@ -97,7 +97,7 @@ def _(query, keys):
     return scores, torch.softmax(scores, dim=-1)
 
 
-@wrong("1.1", "distance instead of dot product", r"dot product")
+@wrong("1.1", "distance instead of dot product", r"a score is the dot product q\.k")
 def _(query, keys):
     scores = -(keys - query).norm(dim=-1) / math.sqrt(query.shape[0])
     return scores, torch.softmax(scores, dim=-1)
@@ -121,7 +121,7 @@ def _(query, keys):
     return scores, torch.softmax(scores / 2, dim=-1)
 
 
-@wrong("1.1", "mean instead of sum in the dot product", r"dot product|divide.*by 1|d_k")
+@wrong("1.1", "mean instead of sum in the dot product", r"a mean over the features")
 def _(query, keys):
     scores = (keys * query).mean(dim=-1) / math.sqrt(query.shape[0])
     return scores, torch.softmax(scores, dim=-1)
@@ -359,7 +359,7 @@ def _(d_k):
     return query * math.sqrt(d_k), keys
 
 
-@wrong("1.3", "bounds compared with sigmoid probabilities, not logits", r"none|such a pair exists|no pair exists")
+@wrong("1.3", "bounds compared with sigmoid probabilities, not logits", r"no pair exists: return none|so return none")
 def _(d_k):
     if math.sqrt(d_k) * 0.6 <= 0.99:
         return None
@@ -389,7 +389,7 @@ def _additive(queries, keys, values, W_1, W_2, w, *, pairs=None, score=None, dim
     return out(A, values) if out else (A @ values, A)
 
 
-@wrong("1.4", "pairs indexed keys first (T_k, T_q)", r"\[:, none, :\]|queries first|swapped|transpose")
+@wrong("1.4", "pairs indexed keys first (T_k, T_q)", r"holds its last two axes the other way round")
 def _(queries, keys, values, W_1, W_2, w):
     return _additive(queries, keys, values, W_1, W_2, w, pairs=lambda q, k: q[None, :, :] + k[:, None, :])
 
@@ -399,12 +399,12 @@ def _(queries, keys, values, W_1, W_2, w):
     return _additive(queries, keys, values, W_1, W_2, w, pairs=lambda q, k: q + k)
 
 
-@wrong("1.4", "w applied before the tanh", r"w after the tanh|tanh.*then.*w|outside the tanh|inside the tanh")
+@wrong("1.4", "w applied before the tanh", r"w before the tanh")
 def _(queries, keys, values, W_1, W_2, w):
     return _additive(queries, keys, values, W_1, W_2, w, score=lambda s, w: torch.tanh(s @ w))
 
 
-@wrong("1.4", "summed over the features instead of @ w", r"@ w|product with w|times w|ignores w|summed")
+@wrong("1.4", "summed over the features instead of @ w", r"summed the tanh's features")
 def _(queries, keys, values, W_1, W_2, w):
     return _additive(queries, keys, values, W_1, W_2, w, score=lambda s, w: torch.tanh(s).sum(dim=-1))
 
@@ -414,7 +414,7 @@ def _(queries, keys, values, W_1, W_2, w):
     return _additive(queries, keys, values, W_1, W_2, w, out=lambda A, V: (V.T @ A.T, A))
 
 
-@wrong("1.4", "queries @ W_1.T", r"w_1 without|without \.t|\.t")
+@wrong("1.4", "queries @ W_1.T", r"drop the transpose on w_1")
 def _(queries, keys, values, W_1, W_2, w):
     q, k = queries @ W_1.T, keys @ W_2.T
     A = torch.softmax(torch.tanh(q[:, None, :] + k[None, :, :]) @ w, dim=-1)
@@ -482,17 +482,17 @@ def _influence(x, W_x, W_h, *, step=None, start=None, out=lambda s: s.sum(), siz
     return sizes / sizes[-1]
 
 
-@wrong("1.5", "backpropagated from the state's norm", r"sum of the last state|state\.sum\(\)")
+@wrong("1.5", "backpropagated from the state's norm", r"backpropagated from the last state's norm")
 def _(x, W_x, W_h):
     return _influence(x, W_x, W_h, out=lambda s: s.norm())
 
 
-@wrong("1.5", "state started at ones", r"h = 0|zeros|start")
+@wrong("1.5", "state started at ones", r"starts at 1 before the first token")
 def _(x, W_x, W_h):
     return _influence(x, W_x, W_h, start=lambda W_h, x: torch.ones(W_h.shape[0], dtype=x.dtype))
 
 
-@wrong("1.5", "loop skips token 0", r"every token|from t = 0|token 0")
+@wrong("1.5", "loop skips token 0", r"token 0 has no influence")
 def _(x, W_x, W_h):
     return _influence(x, W_x, W_h, first=1)
 
@@ -502,7 +502,7 @@ def _(x, W_x, W_h):
     return _influence(x, W_x, W_h, size=lambda g: (g**2).sum(dim=-1))
 
 
-@wrong("1.5", "normalised to sum to 1", r"relative to the last|divide every gradient norm by the last")
+@wrong("1.5", "normalised to sum to 1", r"divide every gradient norm by the last one")
 def _(x, W_x, W_h):
     sizes = _influence(x, W_x, W_h)
     return sizes / sizes.sum()
@@ -519,22 +519,22 @@ def _(x, W_x, W_h):
     return sizes / sizes[-1]
 
 
-@wrong("1.5", "relu instead of tanh", r"tanh")
+@wrong("1.5", "relu instead of tanh", r"you used relu")
 def _(x, W_x, W_h):
     return _influence(x, W_x, W_h, step=lambda x_t, s: torch.relu(x_t @ W_x + s @ W_h))
 
 
-@wrong("1.5", "grad of the state vector without a sum", r"sum")
+@wrong("1.5", "grad of the state vector without a sum", r"backpropagate from a sum")
 def _(x, W_x, W_h):
     return _influence(x, W_x, W_h, out=lambda s: s)
 
 
-@wrong("1.5", "x_t and the state multiplied by the wrong matrices", r"x_t w_x|w_x.*w_h|h_\(t-1\) w_h")
+@wrong("1.5", "x_t and the state multiplied by the wrong matrices", r"you swapped the matrices")
 def _(x, W_x, W_h):
     return _influence(x, W_x, W_h, step=lambda x_t, s: torch.tanh(s @ W_x + x_t @ W_h))
 
 
-@wrong("1.5", "gradient of the state at every step summed", r"last state|h_\(t-1\)|only the last")
+@wrong("1.5", "gradient of the state at every step summed", r"summed the states of every step")
 def _(x, W_x, W_h):
     x = x.detach().clone().requires_grad_(True)
     state, total = torch.zeros(W_h.shape[0], dtype=x.dtype), 0
@@ -702,7 +702,12 @@ def _(query, share):
     return _keys(query, _blend_scores(share)).tolist()
 
 
-@wrong("2.2", "scores share and 1 - share, logs taken of the weights instead", r"exponentiates|log\(share")
+@wrong(
+    "2.2",
+    "scores share and 1 - share, logs taken of the weights instead",
+    r"logs of the shares",
+    parts=("scores equal to the shares",),
+)
 def _(query, share):
     return _keys(query, [math.exp(share), math.exp(1 - share), -30.0])
 
@@ -733,7 +738,7 @@ def _shift(T, d_content, *, offset=-1, strength=None, d_k=None, content=0.0, fli
     return (W_K, W_Q) if flip else (W_Q, W_K)
 
 
-@wrong("2.3", "W_Q and W_K transposed (d_k, T + d_content)", r"one row per feature")
+@wrong("2.3", "W_Q and W_K transposed (d_k, T + d_content)", r"needs one row per feature")
 def _(T, d_content):
     W_Q, W_K = _shift(T, d_content)
     return W_Q.T, W_K.T
@@ -749,7 +754,7 @@ def _(T, d_content):
     return _shift(T, d_content, strength=lambda T, d_k: math.log(100 * T))
 
 
-@wrong("2.3", "ones in the content rows", r"content")
+@wrong("2.3", "ones in the content rows", r"the content changes where it looks")
 def _(T, d_content):
     return _shift(T, d_content, content=1.0)
 
@@ -768,7 +773,7 @@ def _(T, d_content):
     return _shift(T, d_content, strength=lambda T, d_k: -math.sqrt(d_k) * math.log(100 * T))
 
 
-@wrong("2.3", "square matrices of the positions only (content rows missing)", r"one row per feature")
+@wrong("2.3", "square matrices of the positions only (content rows missing)", r"needs one row per feature")
 def _(T, d_content):
     W_Q, W_K = _shift(T, 0)
     return W_Q, W_K
@@ -784,7 +789,7 @@ def _(T, d_content):
     return _shift(T, d_content, offset=+1)
 
 
-@wrong("2.3", "numpy arrays", r"tensor|numpy")
+@wrong("2.3", "numpy arrays", r"return torch tensors")
 def _(T, d_content):
     W_Q, W_K = _shift(T, d_content)
     return W_Q.numpy(), W_K.numpy()
@@ -807,18 +812,18 @@ def _(T, d_content):
 # ---------------------------------------------------------------- 3.1 hardmax(scores)
 
 
-@wrong("3.1", "one_hot(argmax) as long integers, first of the ties", r"share|1/m")
+@wrong("3.1", "one_hot(argmax) as long integers, first of the ties", r"first of them")
 def _(scores):
     return F.one_hot(scores.argmax(dim=-1), scores.shape[-1])
 
 
-@wrong("3.1", "the maximum of the whole tensor", r"along the last axis|each row")
+@wrong("3.1", "the maximum of the whole tensor", r"not of the whole tensor")
 def _(scores):
     is_max = (scores == scores.max()).float()
     return is_max / is_max.sum(dim=-1, keepdim=True).clamp_min(1)
 
 
-@wrong("3.1", "divided by the number of maxima in the whole tensor", r"each row's|per row|sum\(dim=-1")
+@wrong("3.1", "divided by the number of maxima in the whole tensor", r"each row's own count")
 def _(scores):
     is_max = (scores == scores.amax(dim=-1, keepdim=True)).float()
     return is_max / is_max.sum()
@@ -852,7 +857,7 @@ def _(scores):
     return scores * (scores == scores.amax(dim=-1, keepdim=True))
 
 
-@wrong("3.1", "near-ties within 0.5 counted as ties", r"not the row's maximum|==|exactly")
+@wrong("3.1", "near-ties within 0.5 counted as ties", r"not the row's maximum")
 def _(scores):
     is_max = torch.isclose(scores, scores.amax(dim=-1, keepdim=True), atol=0.5).float()
     return is_max / is_max.sum(dim=-1, keepdim=True)
@@ -929,7 +934,7 @@ def _(scores):
     return _sparse(scores, test_one=0.0)
 
 
-@wrong("3.2", "softmax with the small weights cut and renormalised", r"one threshold|same theta")
+@wrong("3.2", "softmax with the small weights cut and renormalised", r"minus one threshold")
 def _(scores):
     weights = torch.softmax(scores, dim=-1)
     weights = torch.where(weights < 0.1, torch.zeros_like(weights), weights)
@@ -1229,7 +1234,7 @@ def _(d_model, num_heads, d_head, bias):
     return _parameters(d_model, num_heads, d_head, bias, q_per_head=True)
 
 
-@wrong("4.2", "W_Q, W_K, W_V as d_model x d_model", r"num_heads \* d_head")
+@wrong("4.2", "W_Q, W_K, W_V as d_model x d_model", r"every weight matrix is d_model x \(num_heads")
 def _(d_model, num_heads, d_head, bias):
     inner = num_heads * d_head
     return 3 * d_model * d_model + inner * d_model + ((3 * inner + d_model) if bias else 0)
@@ -1401,7 +1406,7 @@ def _sinusoid(num_positions, d_model, *, angle=None):
     return table.float()
 
 
-@wrong("5.1", "exponent 2i / (d_model - 1)", r"2i / d_model|d_model - 1|denominator")
+@wrong("5.1", "exponent 2i / (d_model - 1)", r"not 2i / \(d_model - 1\)")
 def _(num_positions, d_model):
     return _sinusoid(num_positions, d_model, angle=lambda p, two_i, d: p / 10000 ** (two_i / (d - 1)))
 
@@ -1498,7 +1503,7 @@ def _(d_model, k):
     return torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
 
 
-@wrong("5.2", "base 1000", r"10000|base")
+@wrong("5.2", "base 1000", r"the base is 10000")
 def _(d_model, k):
     return _rotation(d_model, k, angle=lambda i, d, k: k / 1000 ** (2 * i / d))
 
@@ -1513,7 +1518,7 @@ def _(d_model, k):
     return _rotation(d_model, k, angle=lambda i, d, k: math.radians(k / 10000 ** (2 * i / d)))
 
 
-@wrong("5.2", "block turned a quarter too far ([[s, -c], [c, s]])", r"turned by|k omega_i")
+@wrong("5.2", "block turned a quarter too far ([[s, -c], [c, s]])", r"sine and the cosine are swapped")
 def _(d_model, k):
     return _rotation(d_model, k, block=lambda c, s: [[s, -c], [c, s]])
 
@@ -1615,7 +1620,7 @@ class _(_Blind):
         super().__init__(vocab_size, num_classes)
 
 
-@wrong("5.3", "the real tokens of the whole batch pooled together", r"batch")
+@wrong("5.3", "the real tokens of the whole batch pooled together", r"did you sum or average over an axis")
 class _(_Blind):
     def forward(self, tokens, padding):
         return self.head(self.encoder(tokens, padding)[padding].mean(dim=0))
@@ -1666,12 +1671,12 @@ def _(tokens, labels):
     return _bags(tokens, labels, pick=lambda c: c[max(c)])
 
 
-@wrong("5.4", "grouped by the sum of the tokens", r"different bags|multiset")
+@wrong("5.4", "grouped by the sum of the tokens", r"group rows by their multiset")
 def _(tokens, labels):
     return _bags(tokens, labels, key=lambda row: int(row.sum()))
 
 
-@wrong("5.4", "grouped by the first and last token", r"different bags|multiset")
+@wrong("5.4", "grouped by the first and last token", r"group rows by their multiset")
 def _(tokens, labels):
     return _bags(tokens, labels, key=lambda row: (int(row[0]), int(row[-1])))
 
@@ -1740,7 +1745,7 @@ def _(embeddings, table):
     return embeddings + table.mean(dim=0)
 
 
-@wrong("5.5", "positions on the batch axis (unsqueeze(1))", r"batch|axis")
+@wrong("5.5", "positions on the batch axis (unsqueeze(1))", r"line the axes up")
 def _(embeddings, table):
     return embeddings + table[: embeddings.shape[1]].unsqueeze(1)
 

@@ -238,9 +238,9 @@ def _pairing_fix(left_node, right_node, frame, names) -> str | None:
     for reduced, full, text in ((right, left, R), (left, right, L)):
         if reduced.dim() == full.dim() - 1 and full.dim() >= 2 and tuple(reduced.shape) == tuple(full.shape[:-1]):
             return (
-                f"`{text}` {_shape(reduced, names)} lost the axis it was reduced over, so it no longer lines up with "
-                f"{_shape(full, names)}: reduce with keepdim=True (e.g. amax(dim=-1, keepdim=True)), or add the axis "
-                f"back with {text}[..., None]"
+                f"`{text}` {_shape(reduced, names)} has no last axis to line up with {_shape(full, names)}: add it, "
+                f"{text}[..., None] (or .unsqueeze(-1)); if it comes from a reduction (sum, amax, ...), reduce with "
+                "keepdim=True"
             )
     if left.dim() == right.dim() and left.dim() >= 2:
         differing = [
@@ -248,6 +248,13 @@ def _pairing_fix(left_node, right_node, frame, names) -> str | None:
             for axis in range(left.dim())
             if left.shape[axis] != right.shape[axis] and 1 not in (left.shape[axis], right.shape[axis])
         ]
+        if len(differing) == 1 and 1 in (*left.shape, *right.shape):  # an axis added, in the wrong place
+            axis = differing[0]
+            return (
+                f"`{L}` {_shape(left, names)} and `{R}` {_shape(right, names)} hold different things on axis {axis} "
+                f"({names(left.shape[axis])} against {names(right.shape[axis])}): line the axes up so that each holds "
+                "the same thing in both, adding a size-1 axis only where the other tensor has an axis this one lacks"
+            )
         if len(differing) == 1 and differing[0] < left.dim() - 1:
             axis = differing[0]
             before = ", ".join([":"] * axis)
@@ -257,9 +264,10 @@ def _pairing_fix(left_node, right_node, frame, names) -> str | None:
             if left.dim() - axis == 2:
                 left_index, right_index = f"[{lead}:, None, :]", f"[{lead}None, :, :]"
             return (
-                f"`{L}` {_shape(left, names)} and `{R}` {_shape(right, names)} hold different things on axis {axis}: to pair "
-                f"every one of the {names(left.shape[axis])} with every one of the {names(right.shape[axis])}, give each its own "
-                f"axis: {L}{left_index} and {R}{right_index}"
+                f"`{L}` {_shape(left, names)} and `{R}` {_shape(right, names)} hold different things on axis {axis}: if "
+                f"every one of the {names(left.shape[axis])} should meet every one of the {names(right.shape[axis])}, give "
+                f"each its own axis: {L}{left_index} and {R}{right_index}; if they are one and the same axis, one of them "
+                "has the wrong length"
             )
     match_last = left.dim() >= 2 and right.dim() >= 2 and sorted(left.shape[-2:]) == sorted(right.shape[-2:])
     if match_last and _works("elementwise", left, right.transpose(-2, -1)):

@@ -761,6 +761,11 @@ def _blend_sentence(answer, norm: float):
         )
     if torch.allclose(weights, target[[1, 0, 2]], atol=1e-3):
         return f"{where}: the shares are swapped; the FIRST key gets the weight share"
+    if torch.allclose(raw[:2] / math.sqrt(5), target[:2].exp(), atol=1e-3):
+        return (
+            f"{where}: your scaled scores are exp(share) and exp(1 - share); the softmax exponentiates the scores "
+            "itself, so the scores are the logs of the shares, log(share) and log(1 - share), and the third far below"
+        )
     if torch.allclose(raw[:2] / math.sqrt(5), target[:2], atol=1e-3):
         return (
             f"{where}: your scaled scores are the shares themselves ({share:g} and {1 - share:g}), but the softmax "

@@ -1149,6 +1149,8 @@ def _offset_move_probe(answer):
         ),
         "each pair turns at its own frequency omega_i = 1 / 10000^(2i / d_model): the angle is omega_i * k, not k for "
         "every pair": lambda i: float(k),
+        "the sine and the cosine are swapped in your blocks (they turn by a quarter turn minus the angle): the block is "
+        "[[cos, -sin], [sin, cos]] of the angle k omega_i": lambda i: math.pi / 2 - k * _omega(i, d),
     }
     for cause, turn in turns.items():
         if torch.allclose(M, _block_diagonal(d, turn), atol=1e-5):
