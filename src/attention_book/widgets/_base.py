@@ -1,6 +1,6 @@
 """What every attention widget shares (the widgets of chapters 1-7).
 
-A widget is an anywidget (one ES module, ``widgets.js`` next to this file) whose picture and
+A widget is an anywidget (one ES module, joined from ``js/`` next to this file) whose picture and
 controls are drawn by the browser as SVG. The kernel computes with torch on the chosen
 device and sends numbers, never pictures:
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import time
 from contextlib import contextmanager
@@ -109,11 +110,43 @@ def onnx_base64(module, inputs: tuple, *, input_names, output_names, dynamic_axe
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+# The widgets' JavaScript, one unit per file in widgets/js/, in the order they are joined: the shared kit,
+# the drawing pieces, Python's semantics, the ONNX loader, one file per widget in chapter order (its
+# drawing, its page computation, its view rule), and render.js, which builds a widget and exports it.
+MODULE_FILES = (
+    "kit.js",
+    "pictures.js",
+    "python.js",
+    "onnx.js",
+    "01_attention.js",
+    "02_key_value.js",
+    "03_soft_hard.js",
+    "04_heads.js",
+    "05_positional.js",
+    "06_decoding.js",
+    "render.js",
+)
+# A file's imports of its siblings (for the linter and the reader), dropped when the files are joined.
+_SIBLING_IMPORT = re.compile(r'^import \{[^}]*\} from "\./[\w.]+\.js";\n', re.MULTILINE)
+
+
+def join_module_files(texts: dict[str, str]) -> str:
+    """The files of widgets/js (name -> text, in :data:`MODULE_FILES` order) as one ES module, their
+    imports of each other dropped: what the browser loads, with no imports at all."""
+    parts = []
+    for name, text in texts.items():
+        body = _SIBLING_IMPORT.sub("", text)
+        if re.search(r"^import\b", body, re.MULTILINE):
+            raise ValueError(f"widgets/js/{name}: only imports of the form 'import {{ a, b }} from \"./file.js\";'")
+        parts.append(f"// ---- widgets/js/{name} ----\n{body.strip()}\n")
+    return "\n".join(parts)
+
+
 @cache
 def widget_module_source() -> str:
-    """The widgets' JavaScript as an ES module (what anywidget loads in the browser)."""
-    source = resources.files(__package__).joinpath("widgets.js").read_text(encoding="utf-8")
-    return source + "\nexport default { render };\n"
+    """The widgets' JavaScript as one ES module (what anywidget loads in the browser, saved as ``_esm``)."""
+    folder = resources.files(__package__).joinpath("js")
+    return join_module_files({name: folder.joinpath(name).read_text(encoding="utf-8") for name in MODULE_FILES})
 
 
 @cache
@@ -156,7 +189,7 @@ def one_cpu_thread(device: torch.device):
 class AttentionWidget(anywidget.AnyWidget):
     """Base class: numbers computed with torch on a chosen device, drawn by the browser.
 
-    Subclasses set ``kind`` (which drawing in widgets.js), give ``view`` and ``inputs``
+    Subclasses set ``kind`` (which unit of ``js/`` draws it), give ``view`` and ``inputs``
     their first values and implement :meth:`compute` (inputs -> data, with torch on
     ``device``; raises :class:`WidgetInputError` for bad input).
     """

@@ -1,0 +1,394 @@
+// -- chapters 4 and 7: HeadViewer ---------------------------------------------------------
+// The hint under the head viewer's picture (both layouts); `every` > 1: the grid names every k-th token.
+import { dataOf, make, select, shorten, textInput } from "./kit.js";
+import { colourBar, heatmap, newPicture, wrapLines, writeText } from "./pictures.js";
+import { WidgetInputError, pyRepr, pySplit, pyStrip, rounder } from "./python.js";
+import { headSession } from "./onnx.js";
+
+function headHint(every) {
+  const named =
+    every > 1
+      ? `; in the grid every ${every === 2 ? "second" : `${every}th`} token is named, the others when pointed at`
+      : "";
+  return `rows: queries · columns: keys (point at or tap a cell or a token to follow it${named})`;
+}
+
+function headViewer(frame) {
+  const { model } = frame;
+  let built = null;
+  // The sentence box works on the website where the model was saved as ONNX (STATIC_COMPUTE) and
+  // the browser runs WebAssembly; without WebAssembly the note says what typing needs.
+  const noWasm = !frame.live && model.get("page_model") && typeof WebAssembly === "undefined";
+  // A model the page cannot run (chapter 7's) may have saved the weights of its menu's sentences
+  // (page_examples): the menu then works here, and typing a sentence of one's own needs a kernel.
+  const examples = model.get("examples") || [];
+  const menuOnly = !frame.live && !model.get("page_model") && Boolean(model.get("page_examples"));
+  const box = textInput(
+    frame,
+    "sentence",
+    "sentence",
+    model.get("inputs").sentence,
+    noWasm
+      ? "edit the sentence (typing here runs the model in the page, which needs WebAssembly, off in this browser)"
+      : "edit the sentence",
+    { offline: menuOnly },
+  );
+  if (menuOnly) {
+    frame.offlineNote =
+      "On this page the menu's sentences were computed when the book was built: typing a sentence of " +
+      "your own needs a kernel to run the model (open the chapter in Colab or Jupyter).";
+  }
+  const exampleMenu =
+    examples.length && frame.canSend
+      ? select(
+          frame,
+          "example",
+          "or try",
+          [["a sentence…", null], ...examples.map((s) => [shorten(s, 36), s])],
+          null,
+          (v) => {
+            if (v === null) return;
+            box.value = v;
+            frame.send("sentence", v);
+          },
+        )
+      : null;
+  const layerMenu = select(frame, "layer", "layer", [], frame.view.layer, (v) => frame.setView({ layer: v }));
+  const headMenu = select(frame, "head", "head", [], frame.view.head, (v) => frame.setView({ head: v }));
+
+  function build(data) {
+    if (frame.layout.narrow) {
+      buildNarrow(data);
+      return;
+    }
+    const T = data.labels.length;
+    const H = data.num_heads;
+    const labels = data.labels.map((l) => shorten(l, 10));
+    const margin = 30 + 6.2 * Math.max(...labels.map((l) => l.length));
+    const columns = Math.min(H, 4);
+    const gridRows = Math.ceil(H / columns);
+    const gap = 18;
+    const width = 660;
+    const panel = Math.min(170, (width - margin - 60 - (columns - 1) * gap) / columns);
+    // Labels of at least 9 units (9 px or more in a desktop column): where a cell is smaller, every
+    // k-th token is named and the others show when pointed at, as on a phone.
+    const cellOf = panel / T;
+    const every = cellOf * 0.9 >= 9 ? 1 : Math.ceil(10 / cellOf);
+    const hintLines = wrapLines(headHint(every), width - 20, 11).length;
+    const maps = 40 + gridRows * (panel + gap) + margin; // the grid with its labels; the hint below
+    const height = maps + 14 * (hintLines - 1);
+    const svg = newPicture(frame, width, height);
+    const heading = make("svg:text", { x: 10, y: 18, "font-weight": "bold", "font-size": 13 }, svg, "");
+    const gridGroup = make("svg:g", {}, svg);
+    const grid = [];
+    for (let h = 0; h < H; h += 1) {
+      const r = Math.floor(h / columns);
+      const c = h % columns;
+      const x = margin + c * (panel + gap);
+      const y = 40 + r * (panel + gap);
+      make(
+        "svg:text",
+        { x: x + panel / 2, y: y - 4, "text-anchor": "middle", "font-size": 11 },
+        gridGroup,
+        `head ${h}`,
+      );
+      grid.push(
+        heatmap(gridGroup, frame.colour, {
+          x,
+          y,
+          cell: cellOf,
+          rows: T,
+          cols: T,
+          every,
+          rowLabels: c === 0 ? labels : null,
+          colLabels: r === gridRows - 1 || h + columns >= H ? labels : null,
+          font: every > 1 ? 9 : Math.min(11, cellOf * 0.9),
+        }),
+      );
+    }
+    // One head alone, in the same box (so the cell keeps its height).
+    const singleGroup = make("svg:g", {}, svg);
+    const side = Math.min(maps - 40 - margin, width - margin - 80);
+    const singleCell = side / T;
+    const single = heatmap(singleGroup, frame.colour, {
+      x: margin,
+      y: 40,
+      cell: singleCell,
+      rows: T,
+      cols: T,
+      rowLabels: labels,
+      colLabels: labels,
+      numbers: T <= 10 && singleCell >= 22,
+      font: 11,
+      every: Math.ceil(11 / singleCell),
+    });
+    colourBar(svg, frame.colour, {
+      x: width - 60,
+      y: 40,
+      height: Math.min(200, maps - 40 - margin),
+      label: "attention weight",
+    });
+    writeText(
+      make("svg:text", { x: 10, y: height - 8 - 14 * (hintLines - 1), "font-size": 11, fill: "#444" }, svg),
+      headHint(every),
+      width - 20,
+    );
+    built = {
+      text: `${data.labels.join(" ")}|${data.num_layers}|${H}`,
+      layout: frame.layout.key,
+      heading,
+      grid,
+      gridGroup,
+      single,
+      singleGroup,
+    };
+    fillMenus(data);
+  }
+
+  // A narrow screen: two heads a row, labels at 10 px (every k-th token's where the cells are
+  // smaller than a label; the rest show on pointing), the colour bar lying under the maps, the
+  // hint wrapped.
+  function buildNarrow(data) {
+    const T = data.labels.length;
+    const H = data.num_heads;
+    const W = frame.layout.width;
+    const font = 10;
+    const labels = data.labels.map((l) => shorten(l, 8));
+    const longest = Math.max(...labels.map((l) => l.length));
+    const margin = 8 + 6 * longest; // the row labels' width
+    const depth = 16 + 4.9 * longest; // the slanted column labels' depth
+    const columns = Math.min(H, 2);
+    const gridRows = Math.ceil(H / columns);
+    const gap = 14;
+    const panel = (W - margin - 6 - (columns - 1) * gap) / columns;
+    const cell = panel / T;
+    const every = Math.ceil(11 / cell); // a label's pitch at least 11 units
+    const rowPitch = panel + 18;
+    const gridHeight = gridRows * rowPitch - 18 + depth;
+    const side = W - margin - 6;
+    const hint = wrapLines(headHint(every), W - 12, 11);
+    const footerHeight = 40 + 14 * hint.length;
+    const svg = newPicture(frame, W, 40 + Math.max(gridHeight, side + depth) + footerHeight);
+    const heading = make("svg:text", { x: 6, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
+    const gridGroup = make("svg:g", {}, svg);
+    const grid = [];
+    for (let h = 0; h < H; h += 1) {
+      const r = Math.floor(h / columns);
+      const c = h % columns;
+      const x = margin + c * (panel + gap);
+      const y = 40 + r * rowPitch;
+      make(
+        "svg:text",
+        { x: x + panel / 2, y: y - 4, "text-anchor": "middle", "font-size": 11 },
+        gridGroup,
+        `head ${h}`,
+      );
+      grid.push(
+        heatmap(gridGroup, frame.colour, {
+          x,
+          y,
+          cell,
+          rows: T,
+          cols: T,
+          font,
+          every,
+          rowLabels: c === 0 ? labels : null,
+          colLabels: r === gridRows - 1 || h + columns >= H ? labels : null,
+        }),
+      );
+    }
+    const singleGroup = make("svg:g", {}, svg);
+    const singleCell = side / T;
+    const single = heatmap(singleGroup, frame.colour, {
+      x: margin,
+      y: 40,
+      cell: singleCell,
+      rows: T,
+      cols: T,
+      rowLabels: labels,
+      colLabels: labels,
+      font,
+      every: Math.ceil(11 / singleCell),
+      numbers: T <= 10 && singleCell >= 22,
+    });
+    // The colour bar and the hint, under whichever picture shows (draw() moves them and sets the height).
+    const footer = make("svg:g", {}, svg);
+    colourBar(footer, frame.colour, { x: margin, y: 6, width: Math.min(side - 100, 180), label: "attention weight" });
+    writeText(make("svg:text", { x: 6, y: 50, "font-size": 11, fill: "#444" }, footer), hint.join(" "), W - 12);
+    const bottom = { all: 40 + gridHeight, single: 40 + side + depth };
+    built = {
+      text: `${data.labels.join(" ")}|${data.num_layers}|${H}`,
+      layout: frame.layout.key,
+      heading,
+      grid,
+      gridGroup,
+      single,
+      singleGroup,
+      narrow: { svg, footer, footerHeight, bottom, width: W },
+    };
+    fillMenus(data);
+  }
+
+  function fillMenus(data) {
+    const H = data.num_heads;
+    layerMenu.fill(
+      data.num_layers === 1
+        ? [["0 (the model has one layer)", 0]]
+        : Array.from({ length: data.num_layers }, (_, i) => [`layer ${i}`, i]),
+      Math.min(frame.view.layer, data.num_layers - 1),
+    );
+    headMenu.fill([["all heads", "all"], ...Array.from({ length: H }, (_, h) => [`head ${h}`, h])], frame.view.head);
+  }
+
+  return function draw() {
+    const data = dataOf(model);
+    if (
+      !built ||
+      built.text !== `${data.labels.join(" ")}|${data.num_layers}|${data.num_heads}` ||
+      built.layout !== frame.layout.key
+    )
+      build(data);
+    const v = frame.view;
+    const layer = Math.min(v.layer, data.num_layers - 1);
+    const all = v.head === "all";
+    built.gridGroup.setAttribute("visibility", all ? "visible" : "hidden");
+    built.singleGroup.setAttribute("visibility", all ? "hidden" : "visible");
+    if (built.narrow) {
+      // the picture as tall as the maps shown
+      const { svg, footer, footerHeight, bottom, width } = built.narrow;
+      const top = all ? bottom.all : bottom.single;
+      footer.setAttribute("transform", `translate(0 ${top})`);
+      svg.setAttribute("viewBox", `0 0 ${width} ${top + footerHeight}`);
+    }
+    if (all) {
+      data.weights[layer].forEach((matrix, h) => built.grid[h].set(matrix));
+    } else {
+      built.single.set(data.weights[layer][v.head]);
+    }
+    built.heading.textContent = `layer ${layer}, ${all ? `all ${data.num_heads} heads` : `head ${v.head}`}`;
+    layerMenu.set(layer);
+    headMenu.set(v.head);
+    if (exampleMenu) {
+      // the sentence shown, where it is one of the menu's
+      const sentence = frame.live ? model.get("inputs").sentence : frame.inputs.sentence;
+      exampleMenu.set(examples.includes(sentence) ? sentence : null);
+    }
+  };
+}
+
+// -- chapter 4: attention_book.widgets.head_viewer (the sentence, on the website) -----------
+// The viewer saved `page_model` (export_page_model): the model's encoder as ONNX, whose output
+// is every layer's weights, and the word encoder's rules. A typed sentence is encoded here as
+// word_encoder and HeadViewer._encode/_run encode and check it (the same messages, in the same
+// order), the ONNX model runs in onnxruntime-web's WebAssembly build on one thread, and its
+// weights are rounded as HeadViewer.compute rounds them. Checks answer at once; the model's
+// answer comes back as a Promise (staticSend awaits it).
+export function headTokens(text, page) {
+  if (!pyStrip(text)) throw new WidgetInputError("the sentence is empty: type a few words and press Enter", "sentence");
+  const rules = page.rules;
+  const index = new Map(rules.words);
+  const words = pySplit(rules.lowercase ? text.toLowerCase() : text); // str.lower(), str.split()
+  if (!words.length)
+    throw new WidgetInputError("the sentence is empty: type a few words separated by spaces", "sentence");
+  const unknown = [...new Set(words)].filter((word) => !index.has(word));
+  if (unknown.length) {
+    throw new WidgetInputError(
+      `unknown word${unknown.length > 1 ? "s" : ""} ${unknown.map((word) => pyRepr(word)).join(", ")}: ` +
+        `the model only knows its vocabulary (${rules.known})`,
+      "sentence",
+    );
+  }
+  if (rules.max_len !== null && words.length > rules.max_len) {
+    throw new WidgetInputError(
+      `the sentence has ${words.length} words but the model reads at most ${rules.max_len}`,
+      "sentence",
+    );
+  }
+  if (words.length > page.max_tokens) {
+    throw new WidgetInputError(
+      `the sentence has ${words.length} tokens; this viewer shows at most ${page.max_tokens}`,
+      "sentence",
+    );
+  }
+  const ids = words.map((word) => index.get(word));
+  const [low, high] = [Math.min(...ids), Math.max(...ids)];
+  if (low < 0 || high >= page.vocab_size) {
+    // the embedding's checks (transformer._Embedding)
+    throw new WidgetInputError(
+      `the model cannot read this sentence: token ids must lie in [0, ${page.vocab_size}) ` +
+        `for this vocabulary, but range from ${low} to ${high}`,
+      "sentence",
+    );
+  }
+  if (ids.length > page.max_len) {
+    throw new WidgetInputError(
+      `the model cannot read this sentence: the sequence has ${ids.length} tokens ` +
+        `but the model allows at most max_len=${page.max_len} positions`,
+      "sentence",
+    );
+  }
+  return { words, ids };
+}
+// HeadViewer.compute: every layer's and head's weights (layers x heads x T x T, rows = queries).
+export function headData(inputs, page, { exact = false } = {}) {
+  const { words, ids } = headTokens(inputs.sentence, page); // bad input: thrown here, at once
+  const T = ids.length;
+  return headSession(page).then(
+    async ({ ort, session }) => {
+      const tokens = new ort.Tensor(
+        "int64",
+        BigInt64Array.from(ids, (id) => BigInt(id)),
+        [1, T],
+      );
+      const output = (await session.run({ [page.input]: tokens }))[page.output];
+      const [L, H] = output.dims;
+      const values = output.data; // Float32Array, (L, H, T, T) row-major
+      const weights = Array.from({ length: L }, (_, l) =>
+        Array.from({ length: H }, (_, h) =>
+          Array.from({ length: T }, (_, i) =>
+            Array.from(values.subarray(((l * H + h) * T + i) * T, ((l * H + h) * T + i + 1) * T)),
+          ),
+        ),
+      );
+      return { labels: words, num_layers: L, num_heads: H, weights: rounder(exact)(weights, page.digits) };
+    },
+    (error) => {
+      throw new WidgetInputError(
+        `typing here runs the model in the page, but onnxruntime-web did not start: ${error.message}`,
+        "sentence",
+      );
+    },
+  );
+}
+
+// The head viewer's answers saved for the website (page_examples: sentence -> what
+// HeadViewer.compute sent for it): the menu's sentences only.
+export function exampleData(answers) {
+  return (inputs) => {
+    if (!Object.hasOwn(answers, inputs.sentence)) {
+      throw new WidgetInputError(
+        "this page holds the weights of the menu's sentences only: typing a sentence of your own " +
+          "needs a kernel (open the chapter in Colab or Jupyter)",
+        "sentence",
+      );
+    }
+    return answers[inputs.sentence];
+  };
+}
+
+// The head viewer's model, saved as ONNX (absent: any other model; no WebAssembly: headViewer says so);
+// a model too large for the page: the weights of the menu's sentences, computed when the book was built.
+function headPageCompute(_saved, model) {
+  const page = model.get("page_model");
+  if (!page) return model.get("page_examples") ? exampleData(JSON.parse(model.get("page_examples"))) : null;
+  if (typeof WebAssembly === "undefined") return null;
+  const parsedPage = JSON.parse(page);
+  return (inputs) => headData(inputs, parsedPage);
+}
+
+export const headUnit = {
+  kind: "heads",
+  setup: headViewer,
+  pageCompute: headPageCompute,
+  adjustView: () => {},
+};
