@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUILD_DIR := _build
 
-.PHONY: help setup book test lint format lab exercises classroom nbgrader bench seeds study clean node browser
+.PHONY: help setup book test lint format lab exercises classroom nbgrader bench seeds study clean node browser compat
 
 help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
@@ -27,6 +27,7 @@ help:
 	@echo "make exercises  regenerate notebooks/colab/ and notebooks/exercises/ from the chapters"
 	@echo "make classroom  a GitHub Classroom assignment template per chapter -> $(BUILD_DIR)/classroom/ (CHAPTER=N: one)"
 	@echo "make nbgrader   an nbgrader course (JupyterHub), one assignment per chapter -> $(BUILD_DIR)/nbgrader/ (CHAPTER=N: one)"
+	@echo "make compat     the book under Colab's versions, the floors, the newest (.compat/; COMPAT=floors: one) -> README"
 	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
 	@echo "make seeds      train every seed of chapters 4 and 6 and store them in the package (minutes)"
 	@echo "make study      run chapter 7's transfer study and store it in the package (hours)"
@@ -105,6 +106,11 @@ classroom: $(STAMP)
 # Then, in that folder: nbgrader generate_assignment chNN_name ... nbgrader autograde chNN_name.
 nbgrader: $(STAMP)
 	$(PY) tools/notebooks/nbgrader_course.py $(BUILD_DIR)/nbgrader $(if $(CHAPTER),--chapter $(CHAPTER))
+
+# The book in three environments outside .venv (.compat/, downloads in ~/.cache/attention-book-compat): Colab's
+# versions, pyproject.toml's floors, the newest; writes README.md's matrix (tools/compat/compat.py; Python >= 3.11).
+compat:
+	$(PYTHON) tools/compat/compat.py $(COMPAT)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
