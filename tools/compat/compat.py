@@ -253,6 +253,7 @@ def build(environment: Environment, folder: Path, python: str) -> tuple[bool, st
     """A fresh venv in ``folder`` with the package and the test tools; (success, what failed)."""
     logs, wheels = folder / "logs", cache_folder(environment)
     shutil.rmtree(folder / "venv", ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
     wheels.mkdir(parents=True, exist_ok=True)
     constraints = folder / "constraints.txt"
     constraints.write_text("\n".join(environment.constraints) + "\n", encoding="utf-8")
