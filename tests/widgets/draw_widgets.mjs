@@ -71,7 +71,8 @@ function summary(el) {
     viewBox: svg ? svg.getAttribute("viewBox") : null,
     cells: rects.filter((rect) => rect.hasAttribute("data-row") && rect.getAttribute("data-value")).length,
     bars: rects.filter(
-      (rect) => rect.hasAttribute("data-col") && !rect.hasAttribute("data-row") && Number(rect.getAttribute("height")) > 0,
+      (rect) =>
+        rect.hasAttribute("data-col") && !rect.hasAttribute("data-row") && Number(rect.getAttribute("height")) > 0,
     ).length,
     images: svg ? [...svg.querySelectorAll("image")].map((image) => image.getAttribute("href")) : [],
     texts,

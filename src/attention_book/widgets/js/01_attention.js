@@ -3,10 +3,9 @@ import { checkbox, dataOf, fixed, make, select, shorten, slider, textInput } fro
 import { barChart, colourBar, heatmap, newPicture, wrapLines, writeText } from "./pictures.js";
 import { WidgetInputError, pyRepr, pySplit, rounder, softmaxRow } from "./python.js";
 
+// The explorer's state: its frame, its controls, and `built`, the picture drawn for the current tokens and layout.
 function attentionExplorer(frame) {
-  const { model } = frame;
-  let built = null;
-  const view = frame.view;
+  const { model, view } = frame;
   const temperature = slider(frame, "temperature", "temperature τ", {
     min: 0,
     max: dataOf(model).temperatures.length - 1,
@@ -19,113 +18,129 @@ function attentionExplorer(frame) {
   checkbox(frame, "scaled", "divide scores by √d_k", view.scaled, (v) => frame.setView({ scaled: v }));
   checkbox(frame, "causal", "causal (look back only)", view.causal, (v) => frame.setView({ causal: v }));
   const sentence = textInput(frame, "sentence", "sentence", model.get("inputs").sentence, "edit the sentence");
+  const explorer = { frame, view, temperature, query, sentence, built: null };
+  return () => drawAttention(explorer);
+}
 
-  function build(data) {
-    const T = data.tokens.length;
-    const labels = data.tokens.map((t) => shorten(t, 8));
-    const explain = "bars: weights a_j of the query's row; above each bar its scaled score s_j / τ";
-    const onRowClick = (i) => frame.setView({ query: i });
-    const { narrow, width: W } = frame.layout;
-    if (narrow) {
-      // heading, bars, then the matrix under them, then the output
-      const lines = wrapLines(explain, W - 12, 11);
-      const barsY = 52 + 14 * lines.length; // under a heading of up to two lines
-      const labelWidth = 6.4 * Math.max(...labels.map((l) => l.length));
-      const cell = Math.min(36, (W - labelWidth - 16) / T);
-      const mapX = labelWidth + 10;
-      const mapY = barsY + 150 + 12 + 4.9 * Math.max(...labels.map((l) => l.length)) + 26;
-      const below = mapY + T * cell + 8 + 4.9 * Math.max(...labels.map((l) => l.length));
-      const outputLines = wrapLines(
-        `output h = Σ_j a_j x_j = [${data.outputs[0][0][0][0].map(() => "-0.00").join(", ")}]`,
-        W - 12,
-        11,
-        { monospace: true },
-      ).length;
-      const svg = newPicture(frame, W, below + 56 + 14 * outputLines);
-      const heading = make("svg:text", { x: 6, y: 14, "font-weight": "bold", "font-size": 12 }, svg, "");
-      writeText(make("svg:text", { x: 6, y: 48, "font-size": 11, fill: "#444" }, svg), explain, W - 12);
-      const bars = barChart(svg, {
-        x: 44,
-        y: barsY,
-        width: W - 52,
-        height: 150,
-        labels,
-        yLabel: "attention weight a_j",
-      });
-      const map = heatmap(svg, frame.colour, {
-        x: mapX,
-        y: mapY,
-        cell,
-        rows: T,
-        cols: T,
-        rowLabels: labels,
-        colLabels: labels,
-        xTitle: "attention matrix A (keys →)",
-        font: 10,
-        onRowClick,
-      });
-      colourBar(svg, frame.colour, { x: mapX, y: below + 6, width: Math.min(T * cell, 160), label: "weight" });
-      const output = make("svg:text", { x: 6, y: below + 48, "font-size": 11, "font-family": "monospace" }, svg, "");
-      built = { tokens: data.tokens.join(" "), layout: frame.layout.key, bars, map, heading, output, wrap: W - 12 };
-    } else {
-      const svg = newPicture(frame, 660, 330);
-      const heading = make("svg:text", { x: 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
-      make("svg:text", { x: 70, y: 34, "font-size": 11, fill: "#444" }, svg, explain);
-      const bars = barChart(svg, { x: 70, y: 44, width: 300, height: 200, labels, yLabel: "attention weight a_j" });
-      const cell = Math.min(26, 190 / T);
-      const map = heatmap(svg, frame.colour, {
-        x: 470,
-        y: 60,
-        cell,
-        rows: T,
-        cols: T,
-        rowLabels: labels,
-        colLabels: labels,
-        xTitle: "attention matrix A (keys →)",
-        onRowClick,
-      });
-      colourBar(svg, frame.colour, { x: 470 + T * cell + 8, y: 60, height: T * cell, label: "" });
-      const output = make("svg:text", { x: 70, y: 312, "font-size": 12, "font-family": "monospace" }, svg, "");
-      built = { tokens: data.tokens.join(" "), layout: frame.layout.key, bars, map, heading, output, wrap: null };
-    }
-    query.fill(
-      data.tokens.map((t, i) => [`${i + 1}: ${t}`, i]),
-      Math.min(view.query, T - 1),
-    );
-    temperature.setRange(0, data.temperatures.length - 1);
-    sentence.value = data.tokens.join(" ");
-  }
+const ATTENTION_EXPLAINED = "bars: weights a_j of the query's row; above each bar its scaled score s_j / τ";
 
-  return function draw() {
-    const data = dataOf(model);
-    if (!built || built.tokens !== data.tokens.join(" ") || built.layout !== frame.layout.key) build(data);
-    const T = data.tokens.length;
-    const v = frame.view;
-    const q = Math.min(v.query, T - 1);
-    const s = v.scaled ? 1 : 0;
-    const c = v.causal ? 1 : 0;
-    const weights = data.weights[s][c][v.temperature];
-    const scores = data.scores[s][c][v.temperature];
-    const row = weights[q];
-    built.bars.set(
-      row,
-      scores[q].map((x) => (x === null ? "masked" : fixed(x, 2))),
-      row.map((w) => frame.colour(w)),
-      row.map((_, j) => (j === q ? ["#d62728", 2.6] : ["#000", 0.8])),
-    );
-    built.map.set(weights);
-    built.map.mark(q);
-    const tau = data.temperatures[v.temperature];
-    writeText(
-      built.heading,
-      `query '${data.tokens[q]}' · τ = ${fixed(tau, 2)} · ${v.scaled ? "÷√d_k" : "unscaled"}${v.causal ? " · causal" : ""}`,
-      built.wrap,
-    );
-    const h = data.outputs[s][c][v.temperature][q];
-    writeText(built.output, `output h = Σ_j a_j x_j = [${h.map((x) => fixed(x, 2)).join(", ")}]`, built.wrap);
-    query.set(q);
-    temperature.set(v.temperature);
-  };
+function buildAttention(explorer, data) {
+  const { frame, view } = explorer;
+  const T = data.tokens.length;
+  const labels = data.tokens.map((t) => shorten(t, 8));
+  const onRowClick = (i) => frame.setView({ query: i });
+  const parts = frame.layout.narrow
+    ? attentionNarrow(frame, data, { labels, onRowClick })
+    : attentionWide(frame, data, { labels, onRowClick });
+  explorer.built = { tokens: data.tokens.join(" "), layout: frame.layout.key, ...parts };
+  explorer.query.fill(
+    data.tokens.map((t, i) => [`${i + 1}: ${t}`, i]),
+    Math.min(view.query, T - 1),
+  );
+  explorer.temperature.setRange(0, data.temperatures.length - 1);
+  explorer.sentence.value = data.tokens.join(" ");
+}
+
+// A narrow screen: heading, bars, then the matrix under them, then the output.
+function attentionNarrow(frame, data, { labels, onRowClick }) {
+  const T = data.tokens.length;
+  const W = frame.layout.width;
+  const lines = wrapLines(ATTENTION_EXPLAINED, W - 12, 11);
+  const barsY = 52 + 14 * lines.length; // under a heading of up to two lines
+  const labelWidth = 6.4 * Math.max(...labels.map((l) => l.length));
+  const cell = Math.min(36, (W - labelWidth - 16) / T);
+  const mapX = labelWidth + 10;
+  const mapY = barsY + 150 + 12 + 4.9 * Math.max(...labels.map((l) => l.length)) + 26;
+  const below = mapY + T * cell + 8 + 4.9 * Math.max(...labels.map((l) => l.length));
+  const outputLines = wrapLines(
+    `output h = Σ_j a_j x_j = [${data.outputs[0][0][0][0].map(() => "-0.00").join(", ")}]`,
+    W - 12,
+    11,
+    { monospace: true },
+  ).length;
+  const svg = newPicture(frame, W, below + 56 + 14 * outputLines);
+  const heading = make("svg:text", { x: 6, y: 14, "font-weight": "bold", "font-size": 12 }, svg, "");
+  writeText(make("svg:text", { x: 6, y: 48, "font-size": 11, fill: "#444" }, svg), ATTENTION_EXPLAINED, W - 12);
+  const bars = barChart(svg, {
+    x: 44,
+    y: barsY,
+    width: W - 52,
+    height: 150,
+    labels,
+    yLabel: "attention weight a_j",
+  });
+  const map = heatmap(svg, frame.colour, {
+    x: mapX,
+    y: mapY,
+    cell,
+    rows: T,
+    cols: T,
+    rowLabels: labels,
+    colLabels: labels,
+    xTitle: "attention matrix A (keys →)",
+    font: 10,
+    onRowClick,
+  });
+  colourBar(svg, frame.colour, { x: mapX, y: below + 6, width: Math.min(T * cell, 160), label: "weight" });
+  const output = make("svg:text", { x: 6, y: below + 48, "font-size": 11, "font-family": "monospace" }, svg, "");
+  return { bars, map, heading, output, wrap: W - 12 };
+}
+
+function attentionWide(frame, data, { labels, onRowClick }) {
+  const T = data.tokens.length;
+  const svg = newPicture(frame, 660, 330);
+  const heading = make("svg:text", { x: 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
+  make("svg:text", { x: 70, y: 34, "font-size": 11, fill: "#444" }, svg, ATTENTION_EXPLAINED);
+  const bars = barChart(svg, { x: 70, y: 44, width: 300, height: 200, labels, yLabel: "attention weight a_j" });
+  const cell = Math.min(26, 190 / T);
+  const map = heatmap(svg, frame.colour, {
+    x: 470,
+    y: 60,
+    cell,
+    rows: T,
+    cols: T,
+    rowLabels: labels,
+    colLabels: labels,
+    xTitle: "attention matrix A (keys →)",
+    onRowClick,
+  });
+  colourBar(svg, frame.colour, { x: 470 + T * cell + 8, y: 60, height: T * cell, label: "" });
+  const output = make("svg:text", { x: 70, y: 312, "font-size": 12, "font-family": "monospace" }, svg, "");
+  return { bars, map, heading, output, wrap: null };
+}
+
+function drawAttention(explorer) {
+  const { frame } = explorer;
+  const data = dataOf(frame.model);
+  const stale = !explorer.built || explorer.built.tokens !== data.tokens.join(" ");
+  if (stale || explorer.built.layout !== frame.layout.key) buildAttention(explorer, data);
+  const { built } = explorer;
+  const T = data.tokens.length;
+  const v = frame.view;
+  const q = Math.min(v.query, T - 1);
+  const s = v.scaled ? 1 : 0;
+  const c = v.causal ? 1 : 0;
+  const weights = data.weights[s][c][v.temperature];
+  const scores = data.scores[s][c][v.temperature];
+  const row = weights[q];
+  built.bars.set(
+    row,
+    scores[q].map((x) => (x === null ? "masked" : fixed(x, 2))),
+    row.map((w) => frame.colour(w)),
+    row.map((_, j) => (j === q ? ["#d62728", 2.6] : ["#000", 0.8])),
+  );
+  built.map.set(weights);
+  built.map.mark(q);
+  const tau = data.temperatures[v.temperature];
+  writeText(
+    built.heading,
+    `query '${data.tokens[q]}' · τ = ${fixed(tau, 2)} · ${v.scaled ? "÷√d_k" : "unscaled"}${v.causal ? " · causal" : ""}`,
+    built.wrap,
+  );
+  const h = data.outputs[s][c][v.temperature][q];
+  writeText(built.output, `output h = Σ_j a_j x_j = [${h.map((x) => fixed(x, 2)).join(", ")}]`, built.wrap);
+  explorer.query.set(q);
+  explorer.temperature.set(v.temperature);
 }
 
 // -- chapter 1: attention_book.widgets.attention_explorer ---------------------------------

@@ -3,11 +3,28 @@ import { dataOf, fixed, make, shorten, slider, textInput } from "./kit.js";
 import { barChart, newPicture } from "./pictures.js";
 import { WidgetInputError, formatShort, pyFloat, pyRepr, pySplit, pyStrip, rounder, softmaxRow } from "./python.js";
 
+// The explorer's state: its frame, one slider per query component, the query box, and `built`.
 function keyValueExplorer(frame) {
   const { model } = frame;
-  let built = null;
+  const sliders = querySliders(frame);
+  const text = textInput(frame, "query", "query", model.get("inputs").query, "type a query");
+  if (!frame.canSend) {
+    // the page holds the numbers along each component from the saved query, not every mix
+    make(
+      "span",
+      { class: "ab-hint" },
+      frame.controls,
+      "On this page one component moves at a time: moving another puts the first back.",
+    );
+  }
+  const explorer = { frame, sliders, text, built: null };
+  return () => drawKeyValue(explorer);
+}
+
+function querySliders(frame) {
+  const { model } = frame;
   const data0 = dataOf(model);
-  const sliders = data0.query.map((_value, i) =>
+  return data0.query.map((_value, i) =>
     slider(frame, `query_${i}`, `query[${i}]`, {
       min: 0,
       max: data0.grid.length - 1,
@@ -30,90 +47,86 @@ function keyValueExplorer(frame) {
       },
     }),
   );
-  const text = textInput(frame, "query", "query", model.get("inputs").query, "type a query");
-  if (!frame.canSend) {
-    // the page holds the numbers along each component from the saved query, not every mix
-    make(
-      "span",
-      { class: "ab-hint" },
-      frame.controls,
-      "On this page one component moves at a time: moving another puts the first back.",
-    );
-  }
+}
 
-  function build(data) {
-    const labels = data.key_labels.map((l) => shorten(l, 16));
-    // Narrow: the sum under the bars (below their slanted labels) instead of beside them.
-    const { narrow, width: W } = frame.layout;
-    const sumX = narrow ? 6 : 390;
-    const sumY = narrow ? 30 + 180 + 20 + 3.8 * Math.max(...labels.map((l) => l.length)) : 30;
-    const svg = newPicture(frame, narrow ? W : 660, narrow ? sumY + 24 + 17 * data.values_list.length + 14 : 270);
-    built = {
-      keys: data.key_labels.join("|"),
-      layout: frame.layout.key,
-      sumX,
-      heading: make("svg:text", { x: narrow ? 6 : 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, ""),
-      bars: barChart(svg, {
-        x: narrow ? 44 : 70,
-        y: 30,
-        width: narrow ? W - 52 : 280,
-        height: 180,
-        labels,
-        yLabel: "attention weight",
-      }),
-      sum: make("svg:text", { x: sumX, y: sumY + 20, "font-size": 12, "font-family": "monospace" }, svg, ""),
-    };
-    make(
-      "svg:text",
-      { x: sumX, y: sumY, "font-weight": "bold", "font-size": 12 },
-      svg,
-      "returned value = Σ weight × value",
-    );
-  }
+function buildKeyValue(explorer, data) {
+  const { frame } = explorer;
+  const labels = data.key_labels.map((l) => shorten(l, 16));
+  // Narrow: the sum under the bars (below their slanted labels) instead of beside them.
+  const { narrow, width: W } = frame.layout;
+  const sumX = narrow ? 6 : 390;
+  const sumY = narrow ? 30 + 180 + 20 + 3.8 * Math.max(...labels.map((l) => l.length)) : 30;
+  const svg = newPicture(frame, narrow ? W : 660, narrow ? sumY + 24 + 17 * data.values_list.length + 14 : 270);
+  explorer.built = {
+    keys: data.key_labels.join("|"),
+    layout: frame.layout.key,
+    sumX,
+    heading: make("svg:text", { x: narrow ? 6 : 70, y: 16, "font-weight": "bold", "font-size": 13 }, svg, ""),
+    bars: barChart(svg, {
+      x: narrow ? 44 : 70,
+      y: 30,
+      width: narrow ? W - 52 : 280,
+      height: 180,
+      labels,
+      yLabel: "attention weight",
+    }),
+    sum: make("svg:text", { x: sumX, y: sumY + 20, "font-size": 12, "font-family": "monospace" }, svg, ""),
+  };
+  make(
+    "svg:text",
+    { x: sumX, y: sumY, "font-weight": "bold", "font-size": 12 },
+    svg,
+    "returned value = Σ weight × value",
+  );
+}
 
-  return function draw() {
-    const data = dataOf(model);
-    if (!built || built.keys !== data.key_labels.join("|") || built.layout !== frame.layout.key) build(data);
-    const moved = frame.view.moved || {};
-    const axis = Object.keys(moved).length ? Number(Object.keys(moved)[0]) : null;
-    let weights = data.weights;
-    let value = data.value;
-    let scores = data.scores;
-    const q = data.query.slice();
-    if (axis !== null) {
-      const k = moved[axis];
-      weights = data.along[axis].weights[k];
-      value = data.along[axis].values[k];
-      scores = data.along[axis].scores[k];
-      q[axis] = data.grid[k];
-    }
-    // On the website only one component can move from the saved query: put the others back.
-    sliders.forEach((s, i) => {
-      if (i !== axis) s.set(data.grid_index[i]);
-    });
-    built.bars.set(
-      weights,
-      scores.map((s) => `s=${fixed(s, 1)}`),
-      weights.map((w) => frame.colour(w)),
-    );
-    built.heading.textContent = `query [${q.map((x) => fixed(x, 1)).join(", ")}]`;
-    while (built.sum.firstChild) built.sum.firstChild.remove();
-    data.values_list.forEach((vec, j) => {
-      make(
-        "svg:tspan",
-        { x: built.sumX, dy: j ? 17 : 0 },
-        built.sum,
-        `${fixed(weights[j], 3)} × [${vec.map((x) => fixed(x, 0)).join(", ")}]`,
-      );
-    });
+// The numbers shown: the saved query's, or those along the one component moved (view.moved).
+function keyValueShown(data, moved) {
+  const axis = Object.keys(moved).length ? Number(Object.keys(moved)[0]) : null;
+  const shown = { axis, weights: data.weights, value: data.value, scores: data.scores, q: data.query.slice() };
+  if (axis !== null) {
+    const k = moved[axis];
+    shown.weights = data.along[axis].weights[k];
+    shown.value = data.along[axis].values[k];
+    shown.scores = data.along[axis].scores[k];
+    shown.q[axis] = data.grid[k];
+  }
+  return shown;
+}
+
+function drawKeyValue(explorer) {
+  const { frame } = explorer;
+  const data = dataOf(frame.model);
+  const stale = !explorer.built || explorer.built.keys !== data.key_labels.join("|");
+  if (stale || explorer.built.layout !== frame.layout.key) buildKeyValue(explorer, data);
+  const { built } = explorer;
+  const { axis, weights, value, scores, q } = keyValueShown(data, frame.view.moved || {});
+  // On the website only one component can move from the saved query: put the others back.
+  explorer.sliders.forEach((s, i) => {
+    if (i !== axis) s.set(data.grid_index[i]);
+  });
+  built.bars.set(
+    weights,
+    scores.map((s) => `s=${fixed(s, 1)}`),
+    weights.map((w) => frame.colour(w)),
+  );
+  built.heading.textContent = `query [${q.map((x) => fixed(x, 1)).join(", ")}]`;
+  while (built.sum.firstChild) built.sum.firstChild.remove();
+  data.values_list.forEach((vec, j) => {
     make(
       "svg:tspan",
-      { x: built.sumX, dy: 24, "font-weight": "bold" },
+      { x: built.sumX, dy: j ? 17 : 0 },
       built.sum,
-      `= [${value.map((x) => fixed(x, 2)).join(", ")}]`,
+      `${fixed(weights[j], 3)} × [${vec.map((x) => fixed(x, 0)).join(", ")}]`,
     );
-    if (!text.matches(":focus")) text.value = q.map((x) => fixed(x, 1)).join(", ");
-  };
+  });
+  make(
+    "svg:tspan",
+    { x: built.sumX, dy: 24, "font-weight": "bold" },
+    built.sum,
+    `= [${value.map((x) => fixed(x, 2)).join(", ")}]`,
+  );
+  if (!explorer.text.matches(":focus")) explorer.text.value = q.map((x) => fixed(x, 1)).join(", ");
 }
 
 // -- chapter 2: attention_book.widgets.key_value_explorer ---------------------------------

@@ -1,10 +1,10 @@
 // -- chapters 4 and 7: HeadViewer ---------------------------------------------------------
-// The hint under the head viewer's picture (both layouts); `every` > 1: the grid names every k-th token.
 import { dataOf, make, select, shorten, textInput } from "./kit.js";
 import { colourBar, heatmap, newPicture, wrapLines, writeText } from "./pictures.js";
 import { WidgetInputError, pyRepr, pySplit, pyStrip, rounder } from "./python.js";
 import { headSession } from "./onnx.js";
 
+// The hint under the head viewer's picture (both layouts); `every` > 1: the grid names every k-th token.
 function headHint(every) {
   const named =
     every > 1
@@ -13,10 +13,11 @@ function headHint(every) {
   return `rows: queries · columns: keys (point at or tap a cell or a token to follow it${named})`;
 }
 
+// The viewer's state: its frame, the sentence box, its menus, and `built`, the picture drawn for the
+// current sentence, model shape and layout.
 function headViewer(frame) {
   const { model } = frame;
-  let built = null;
-  // The sentence box works on the website where the model was saved as ONNX (STATIC_COMPUTE) and
+  // The sentence box works on the website where the model was saved as ONNX (pageCompute) and
   // the browser runs WebAssembly; without WebAssembly the note says what typing needs.
   const noWasm = !frame.live && model.get("page_model") && typeof WebAssembly === "undefined";
   // A model the page cannot run (chapter 7's) may have saved the weights of its menu's sentences
@@ -38,242 +39,187 @@ function headViewer(frame) {
       "On this page the menu's sentences were computed when the book was built: typing a sentence of " +
       "your own needs a kernel to run the model (open the chapter in Colab or Jupyter).";
   }
-  const exampleMenu =
-    examples.length && frame.canSend
-      ? select(
-          frame,
-          "example",
-          "or try",
-          [["a sentence…", null], ...examples.map((s) => [shorten(s, 36), s])],
-          null,
-          (v) => {
-            if (v === null) return;
-            box.value = v;
-            frame.send("sentence", v);
-          },
-        )
-      : null;
+  const exampleMenu = examples.length && frame.canSend ? examplesMenu(frame, examples, box) : null;
   const layerMenu = select(frame, "layer", "layer", [], frame.view.layer, (v) => frame.setView({ layer: v }));
   const headMenu = select(frame, "head", "head", [], frame.view.head, (v) => frame.setView({ head: v }));
+  const viewer = { frame, examples, exampleMenu, layerMenu, headMenu, built: null };
+  return () => drawHeads(viewer);
+}
 
-  function build(data) {
-    if (frame.layout.narrow) {
-      buildNarrow(data);
-      return;
-    }
-    const T = data.labels.length;
-    const H = data.num_heads;
-    const labels = data.labels.map((l) => shorten(l, 10));
-    const margin = 30 + 6.2 * Math.max(...labels.map((l) => l.length));
-    const columns = Math.min(H, 4);
-    const gridRows = Math.ceil(H / columns);
-    const gap = 18;
-    const width = 660;
-    const panel = Math.min(170, (width - margin - 60 - (columns - 1) * gap) / columns);
-    // Labels of at least 9 units (9 px or more in a desktop column): where a cell is smaller, every
-    // k-th token is named and the others show when pointed at, as on a phone.
-    const cellOf = panel / T;
-    const every = cellOf * 0.9 >= 9 ? 1 : Math.ceil(10 / cellOf);
-    const hintLines = wrapLines(headHint(every), width - 20, 11).length;
-    const maps = 40 + gridRows * (panel + gap) + margin; // the grid with its labels; the hint below
-    const height = maps + 14 * (hintLines - 1);
-    const svg = newPicture(frame, width, height);
-    const heading = make("svg:text", { x: 10, y: 18, "font-weight": "bold", "font-size": 13 }, svg, "");
-    const gridGroup = make("svg:g", {}, svg);
-    const grid = [];
-    for (let h = 0; h < H; h += 1) {
-      const r = Math.floor(h / columns);
-      const c = h % columns;
-      const x = margin + c * (panel + gap);
-      const y = 40 + r * (panel + gap);
-      make(
-        "svg:text",
-        { x: x + panel / 2, y: y - 4, "text-anchor": "middle", "font-size": 11 },
-        gridGroup,
-        `head ${h}`,
-      );
-      grid.push(
-        heatmap(gridGroup, frame.colour, {
-          x,
-          y,
-          cell: cellOf,
-          rows: T,
-          cols: T,
-          every,
-          rowLabels: c === 0 ? labels : null,
-          colLabels: r === gridRows - 1 || h + columns >= H ? labels : null,
-          font: every > 1 ? 9 : Math.min(11, cellOf * 0.9),
-        }),
-      );
-    }
-    // One head alone, in the same box (so the cell keeps its height).
-    const singleGroup = make("svg:g", {}, svg);
-    const side = Math.min(maps - 40 - margin, width - margin - 80);
-    const singleCell = side / T;
-    const single = heatmap(singleGroup, frame.colour, {
-      x: margin,
-      y: 40,
-      cell: singleCell,
-      rows: T,
-      cols: T,
-      rowLabels: labels,
-      colLabels: labels,
-      numbers: T <= 10 && singleCell >= 22,
-      font: 11,
-      every: Math.ceil(11 / singleCell),
-    });
-    colourBar(svg, frame.colour, {
-      x: width - 60,
-      y: 40,
-      height: Math.min(200, maps - 40 - margin),
-      label: "attention weight",
-    });
-    writeText(
-      make("svg:text", { x: 10, y: height - 8 - 14 * (hintLines - 1), "font-size": 11, fill: "#444" }, svg),
-      headHint(every),
-      width - 20,
+// The menu of example sentences: choosing one types it into the sentence box.
+function examplesMenu(frame, examples, box) {
+  return select(
+    frame,
+    "example",
+    "or try",
+    [["a sentence…", null], ...examples.map((s) => [shorten(s, 36), s])],
+    null,
+    (v) => {
+      if (v === null) return;
+      box.value = v;
+      frame.send("sentence", v);
+    },
+  );
+}
+
+// Every head of one layer, `columns` a row, each heatmap in a square of side `panel`.
+function headGrid(gridGroup, frame, { H, T, labels, columns, margin, panel, gap, rowPitch, cell, every, font }) {
+  const gridRows = Math.ceil(H / columns);
+  const grid = [];
+  for (let h = 0; h < H; h += 1) {
+    const r = Math.floor(h / columns);
+    const c = h % columns;
+    const x = margin + c * (panel + gap);
+    const y = 40 + r * rowPitch;
+    make("svg:text", { x: x + panel / 2, y: y - 4, "text-anchor": "middle", "font-size": 11 }, gridGroup, `head ${h}`);
+    grid.push(
+      heatmap(gridGroup, frame.colour, {
+        x,
+        y,
+        cell,
+        rows: T,
+        cols: T,
+        every,
+        font,
+        rowLabels: c === 0 ? labels : null,
+        colLabels: r === gridRows - 1 || h + columns >= H ? labels : null,
+      }),
     );
-    built = {
-      text: `${data.labels.join(" ")}|${data.num_layers}|${H}`,
-      layout: frame.layout.key,
-      heading,
-      grid,
-      gridGroup,
-      single,
-      singleGroup,
-    };
-    fillMenus(data);
   }
+  return grid;
+}
 
-  // A narrow screen: two heads a row, labels at 10 px (every k-th token's where the cells are
-  // smaller than a label; the rest show on pointing), the colour bar lying under the maps, the
-  // hint wrapped.
-  function buildNarrow(data) {
-    const T = data.labels.length;
-    const H = data.num_heads;
-    const W = frame.layout.width;
-    const font = 10;
-    const labels = data.labels.map((l) => shorten(l, 8));
-    const longest = Math.max(...labels.map((l) => l.length));
-    const margin = 8 + 6 * longest; // the row labels' width
-    const depth = 16 + 4.9 * longest; // the slanted column labels' depth
-    const columns = Math.min(H, 2);
-    const gridRows = Math.ceil(H / columns);
-    const gap = 14;
-    const panel = (W - margin - 6 - (columns - 1) * gap) / columns;
-    const cell = panel / T;
-    const every = Math.ceil(11 / cell); // a label's pitch at least 11 units
-    const rowPitch = panel + 18;
-    const gridHeight = gridRows * rowPitch - 18 + depth;
-    const side = W - margin - 6;
-    const hint = wrapLines(headHint(every), W - 12, 11);
-    const footerHeight = 40 + 14 * hint.length;
-    const svg = newPicture(frame, W, 40 + Math.max(gridHeight, side + depth) + footerHeight);
-    const heading = make("svg:text", { x: 6, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
-    const gridGroup = make("svg:g", {}, svg);
-    const grid = [];
-    for (let h = 0; h < H; h += 1) {
-      const r = Math.floor(h / columns);
-      const c = h % columns;
-      const x = margin + c * (panel + gap);
-      const y = 40 + r * rowPitch;
-      make(
-        "svg:text",
-        { x: x + panel / 2, y: y - 4, "text-anchor": "middle", "font-size": 11 },
-        gridGroup,
-        `head ${h}`,
-      );
-      grid.push(
-        heatmap(gridGroup, frame.colour, {
-          x,
-          y,
-          cell,
-          rows: T,
-          cols: T,
-          font,
-          every,
-          rowLabels: c === 0 ? labels : null,
-          colLabels: r === gridRows - 1 || h + columns >= H ? labels : null,
-        }),
-      );
-    }
-    const singleGroup = make("svg:g", {}, svg);
-    const singleCell = side / T;
-    const single = heatmap(singleGroup, frame.colour, {
-      x: margin,
-      y: 40,
-      cell: singleCell,
-      rows: T,
-      cols: T,
-      rowLabels: labels,
-      colLabels: labels,
-      font,
-      every: Math.ceil(11 / singleCell),
-      numbers: T <= 10 && singleCell >= 22,
-    });
-    // The colour bar and the hint, under whichever picture shows (draw() moves them and sets the height).
-    const footer = make("svg:g", {}, svg);
-    colourBar(footer, frame.colour, { x: margin, y: 6, width: Math.min(side - 100, 180), label: "attention weight" });
-    writeText(make("svg:text", { x: 6, y: 50, "font-size": 11, fill: "#444" }, footer), hint.join(" "), W - 12);
-    const bottom = { all: 40 + gridHeight, single: 40 + side + depth };
-    built = {
-      text: `${data.labels.join(" ")}|${data.num_layers}|${H}`,
-      layout: frame.layout.key,
-      heading,
-      grid,
-      gridGroup,
-      single,
-      singleGroup,
-      narrow: { svg, footer, footerHeight, bottom, width: W },
-    };
-    fillMenus(data);
+function buildHeads(viewer, data) {
+  const { frame } = viewer;
+  const parts = frame.layout.narrow ? headsNarrow(frame, data) : headsWide(frame, data);
+  viewer.built = { text: `${data.labels.join(" ")}|${data.num_layers}|${data.num_heads}`, ...parts };
+  viewer.built.layout = frame.layout.key;
+  viewer.layerMenu.fill(
+    data.num_layers === 1
+      ? [["0 (the model has one layer)", 0]]
+      : Array.from({ length: data.num_layers }, (_, i) => [`layer ${i}`, i]),
+    Math.min(frame.view.layer, data.num_layers - 1),
+  );
+  const heads = Array.from({ length: data.num_heads }, (_, h) => [`head ${h}`, h]);
+  viewer.headMenu.fill([["all heads", "all"], ...heads], frame.view.head);
+}
+
+function headsWide(frame, data) {
+  const T = data.labels.length;
+  const H = data.num_heads;
+  const labels = data.labels.map((l) => shorten(l, 10));
+  const margin = 30 + 6.2 * Math.max(...labels.map((l) => l.length));
+  const columns = Math.min(H, 4);
+  const gap = 18;
+  const width = 660;
+  const panel = Math.min(170, (width - margin - 60 - (columns - 1) * gap) / columns);
+  // Labels of at least 9 units (9 px or more in a desktop column): where a cell is smaller, every
+  // k-th token is named and the others show when pointed at, as on a phone.
+  const cell = panel / T;
+  const every = cell * 0.9 >= 9 ? 1 : Math.ceil(10 / cell);
+  const hintLines = wrapLines(headHint(every), width - 20, 11).length;
+  const maps = 40 + Math.ceil(H / columns) * (panel + gap) + margin; // the grid with its labels; the hint below
+  const height = maps + 14 * (hintLines - 1);
+  const svg = newPicture(frame, width, height);
+  const heading = make("svg:text", { x: 10, y: 18, "font-weight": "bold", "font-size": 13 }, svg, "");
+  const gridGroup = make("svg:g", {}, svg);
+  const font = every > 1 ? 9 : Math.min(11, cell * 0.9);
+  const rowPitch = panel + gap;
+  const grid = headGrid(gridGroup, frame, { H, T, labels, columns, margin, panel, gap, rowPitch, cell, every, font });
+  // One head alone, in the same box (so the cell keeps its height).
+  const singleGroup = make("svg:g", {}, svg);
+  const singleCell = Math.min(maps - 40 - margin, width - margin - 80) / T;
+  const single = heatmap(singleGroup, frame.colour, {
+    ...{ x: margin, y: 40, cell: singleCell, rows: T, cols: T, rowLabels: labels, colLabels: labels },
+    ...{ numbers: T <= 10 && singleCell >= 22, font: 11, every: Math.ceil(11 / singleCell) },
+  });
+  colourBar(svg, frame.colour, {
+    x: width - 60,
+    y: 40,
+    height: Math.min(200, maps - 40 - margin),
+    label: "attention weight",
+  });
+  writeText(
+    make("svg:text", { x: 10, y: height - 8 - 14 * (hintLines - 1), "font-size": 11, fill: "#444" }, svg),
+    headHint(every),
+    width - 20,
+  );
+  return { heading, grid, gridGroup, single, singleGroup };
+}
+
+// A narrow screen: two heads a row, labels at 10 px (every k-th token's where the cells are
+// smaller than a label; the rest show on pointing), the colour bar lying under the maps, the
+// hint wrapped.
+function headsNarrow(frame, data) {
+  const T = data.labels.length;
+  const H = data.num_heads;
+  const W = frame.layout.width;
+  const font = 10;
+  const labels = data.labels.map((l) => shorten(l, 8));
+  const longest = Math.max(...labels.map((l) => l.length));
+  const margin = 8 + 6 * longest; // the row labels' width
+  const depth = 16 + 4.9 * longest; // the slanted column labels' depth
+  const columns = Math.min(H, 2);
+  const gap = 14;
+  const panel = (W - margin - 6 - (columns - 1) * gap) / columns;
+  const cell = panel / T;
+  const every = Math.ceil(11 / cell); // a label's pitch at least 11 units
+  const rowPitch = panel + 18;
+  const gridHeight = Math.ceil(H / columns) * rowPitch - 18 + depth;
+  const side = W - margin - 6;
+  const hint = wrapLines(headHint(every), W - 12, 11);
+  const footerHeight = 40 + 14 * hint.length;
+  const svg = newPicture(frame, W, 40 + Math.max(gridHeight, side + depth) + footerHeight);
+  const heading = make("svg:text", { x: 6, y: 16, "font-weight": "bold", "font-size": 13 }, svg, "");
+  const gridGroup = make("svg:g", {}, svg);
+  const grid = headGrid(gridGroup, frame, { H, T, labels, columns, margin, panel, gap, rowPitch, cell, every, font });
+  const singleGroup = make("svg:g", {}, svg);
+  const singleCell = side / T;
+  const single = heatmap(singleGroup, frame.colour, {
+    ...{ x: margin, y: 40, cell: singleCell, rows: T, cols: T, rowLabels: labels, colLabels: labels, font },
+    ...{ every: Math.ceil(11 / singleCell), numbers: T <= 10 && singleCell >= 22 },
+  });
+  // The colour bar and the hint, under whichever picture shows (drawHeads moves them and sets the height).
+  const footer = make("svg:g", {}, svg);
+  colourBar(footer, frame.colour, { x: margin, y: 6, width: Math.min(side - 100, 180), label: "attention weight" });
+  writeText(make("svg:text", { x: 6, y: 50, "font-size": 11, fill: "#444" }, footer), hint.join(" "), W - 12);
+  const bottom = { all: 40 + gridHeight, single: 40 + side + depth };
+  const narrow = { svg, footer, footerHeight, bottom, width: W };
+  return { heading, grid, gridGroup, single, singleGroup, narrow };
+}
+
+function drawHeads(viewer) {
+  const { frame } = viewer;
+  const { model } = frame;
+  const data = dataOf(model);
+  const stale = !viewer.built || viewer.built.text !== `${data.labels.join(" ")}|${data.num_layers}|${data.num_heads}`;
+  if (stale || viewer.built.layout !== frame.layout.key) buildHeads(viewer, data);
+  const { built } = viewer;
+  const v = frame.view;
+  const layer = Math.min(v.layer, data.num_layers - 1);
+  const all = v.head === "all";
+  built.gridGroup.setAttribute("visibility", all ? "visible" : "hidden");
+  built.singleGroup.setAttribute("visibility", all ? "hidden" : "visible");
+  if (built.narrow) {
+    // the picture as tall as the maps shown
+    const { svg, footer, footerHeight, bottom, width } = built.narrow;
+    const top = all ? bottom.all : bottom.single;
+    footer.setAttribute("transform", `translate(0 ${top})`);
+    svg.setAttribute("viewBox", `0 0 ${width} ${top + footerHeight}`);
   }
-
-  function fillMenus(data) {
-    const H = data.num_heads;
-    layerMenu.fill(
-      data.num_layers === 1
-        ? [["0 (the model has one layer)", 0]]
-        : Array.from({ length: data.num_layers }, (_, i) => [`layer ${i}`, i]),
-      Math.min(frame.view.layer, data.num_layers - 1),
-    );
-    headMenu.fill([["all heads", "all"], ...Array.from({ length: H }, (_, h) => [`head ${h}`, h])], frame.view.head);
+  if (all) {
+    data.weights[layer].forEach((matrix, h) => built.grid[h].set(matrix));
+  } else {
+    built.single.set(data.weights[layer][v.head]);
   }
-
-  return function draw() {
-    const data = dataOf(model);
-    if (
-      !built ||
-      built.text !== `${data.labels.join(" ")}|${data.num_layers}|${data.num_heads}` ||
-      built.layout !== frame.layout.key
-    )
-      build(data);
-    const v = frame.view;
-    const layer = Math.min(v.layer, data.num_layers - 1);
-    const all = v.head === "all";
-    built.gridGroup.setAttribute("visibility", all ? "visible" : "hidden");
-    built.singleGroup.setAttribute("visibility", all ? "hidden" : "visible");
-    if (built.narrow) {
-      // the picture as tall as the maps shown
-      const { svg, footer, footerHeight, bottom, width } = built.narrow;
-      const top = all ? bottom.all : bottom.single;
-      footer.setAttribute("transform", `translate(0 ${top})`);
-      svg.setAttribute("viewBox", `0 0 ${width} ${top + footerHeight}`);
-    }
-    if (all) {
-      data.weights[layer].forEach((matrix, h) => built.grid[h].set(matrix));
-    } else {
-      built.single.set(data.weights[layer][v.head]);
-    }
-    built.heading.textContent = `layer ${layer}, ${all ? `all ${data.num_heads} heads` : `head ${v.head}`}`;
-    layerMenu.set(layer);
-    headMenu.set(v.head);
-    if (exampleMenu) {
-      // the sentence shown, where it is one of the menu's
-      const sentence = frame.live ? model.get("inputs").sentence : frame.inputs.sentence;
-      exampleMenu.set(examples.includes(sentence) ? sentence : null);
-    }
-  };
+  built.heading.textContent = `layer ${layer}, ${all ? `all ${data.num_heads} heads` : `head ${v.head}`}`;
+  viewer.layerMenu.set(layer);
+  viewer.headMenu.set(v.head);
+  if (viewer.exampleMenu) {
+    // the sentence shown, where it is one of the menu's
+    const sentence = frame.live ? model.get("inputs").sentence : frame.inputs.sentence;
+    viewer.exampleMenu.set(viewer.examples.includes(sentence) ? sentence : null);
+  }
 }
 
 // -- chapter 4: attention_book.widgets.head_viewer (the sentence, on the website) -----------

@@ -1,9 +1,9 @@
 // -- chapter 5: PositionalEncodingExplorer -------------------------------------------------
-// A rows x cols picture, one pixel per cell (scaled up crisply by the SVG), as a data URL.
 import { dataOf, fixed, make, select, slider } from "./kit.js";
 import { newPicture, writeText } from "./pictures.js";
 import { WidgetInputError, pyFloat, pyGeneral, pyInt, pyRepr, rounder } from "./python.js";
 
+// A rows x cols picture, one pixel per cell (scaled up crisply by the SVG), as a data URL.
 function imageOf(rows, cols, valueAt, colour, lo, hi) {
   const canvas = document.createElement("canvas");
   canvas.width = cols;
@@ -26,7 +26,13 @@ function imageOf(rows, cols, valueAt, colour, lo, hi) {
   return canvas.toDataURL();
 }
 
+// The explorer's state: its frame, its controls, and `parts`, the picture drawn for the current layout.
 function positionalExplorer(frame) {
+  const explorer = { frame, ...positionalControls(frame), parts: null };
+  return () => drawPositional(explorer);
+}
+
+function positionalControls(frame) {
   const { model } = frame;
   const data0 = dataOf(model);
   const send = (name) => (value) => frame.canSend && frame.send(name, String(value));
@@ -67,144 +73,146 @@ function positionalExplorer(frame) {
     frame.view.measure,
     (m) => frame.setView({ measure: m }),
   );
-  let svg = null;
-  let parts = null;
+  return { dModel, length, base, measure };
+}
 
-  function build() {
-    const { narrow, width: W } = frame.layout;
-    if (narrow) {
-      // the table, then the similarity under it; the titles wrap
-      const side = Math.min(W - 40, 260);
-      const simY = 46 + side + 24 + 44;
-      const centre = 30 + side / 2;
-      svg = newPicture(frame, W, simY + side + 24 + 34);
-      parts = {
-        layout: frame.layout.key,
-        wrap: W - 12,
-        table: make(
-          "svg:image",
-          { x: 30, y: 46, width: side, height: side, preserveAspectRatio: "none", style: "image-rendering: pixelated" },
-          svg,
-        ),
-        similarity: make(
-          "svg:image",
-          {
-            x: 30,
-            y: simY,
-            width: side,
-            height: side,
-            preserveAspectRatio: "none",
-            style: "image-rendering: pixelated",
-          },
-          svg,
-        ),
-        tableTitle: make("svg:text", { x: 6, y: 14, "font-size": 12, "font-weight": "bold" }, svg, ""),
-        simTitle: make("svg:text", { x: 6, y: simY - 28, "font-size": 12, "font-weight": "bold" }, svg, ""),
-        tableAxes: make(
-          "svg:text",
-          { x: centre, y: 46 + side + 16, "text-anchor": "middle", "font-size": 11 },
-          svg,
-          "dimension (sin even, cos odd) →",
-        ),
-        simAxes: make(
-          "svg:text",
-          { x: centre, y: simY + side + 16, "text-anchor": "middle", "font-size": 11 },
-          svg,
-          "position j →   (rows: position i)",
-        ),
-        rowsLabel: make(
-          "svg:text",
-          {
-            x: 20,
-            y: 46 + side / 2,
-            transform: `rotate(-90 20 ${46 + side / 2})`,
-            "text-anchor": "middle",
-            "font-size": 11,
-          },
-          svg,
-          "position →",
-        ),
-        scale: make("svg:text", { x: 6, y: simY + side + 36, "font-size": 11 }, svg, ""),
-      };
-      return;
-    }
-    svg = newPicture(frame, 660, 330);
-    parts = {
-      layout: frame.layout.key,
-      wrap: null,
-      table: make(
-        "svg:image",
-        { x: 60, y: 40, width: 250, height: 250, preserveAspectRatio: "none", style: "image-rendering: pixelated" },
-        svg,
-      ),
-      similarity: make(
-        "svg:image",
-        { x: 380, y: 40, width: 200, height: 200, preserveAspectRatio: "none", style: "image-rendering: pixelated" },
-        svg,
-      ),
-      tableTitle: make(
-        "svg:text",
-        { x: 185, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold", "data-room": 285 },
-        svg,
-        "",
-      ),
-      simTitle: make(
-        "svg:text",
-        { x: 480, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold", "data-room": 215 },
-        svg,
-        "",
-      ),
-      tableAxes: make(
-        "svg:text",
-        { x: 185, y: 308, "text-anchor": "middle", "font-size": 11 },
-        svg,
-        "dimension (sin even, cos odd) →",
-      ),
-      simAxes: make(
-        "svg:text",
-        { x: 480, y: 258, "text-anchor": "middle", "font-size": 11 },
-        svg,
-        "position j →   (rows: position i)",
-      ),
-      rowsLabel: make(
-        "svg:text",
-        { x: 40, y: 165, transform: "rotate(-90 40 165)", "text-anchor": "middle", "font-size": 11 },
-        svg,
-        "position →",
-      ),
-      scale: make("svg:text", { x: 380, y: 280, "font-size": 11 }, svg, ""),
-    };
-  }
-
-  return function draw() {
-    const data = dataOf(model);
-    if (!svg || parts.layout !== frame.layout.key) build();
-    const L = Math.min(frame.view.length, data.max_length);
-    const pe = data.pe;
-    const byOffset = data.similarity[frame.view.measure];
-    const lo = Math.min(...byOffset.slice(0, L));
-    const hi = Math.max(...byOffset.slice(0, L));
-    if (parts.tableData !== data || parts.tableLength !== L) {
-      // the table does not change with the measure
-      parts.table.setAttribute(
-        "href",
-        imageOf(L, data.d_model, (i, j) => pe[i][j], frame.colour, -1, 1),
-      );
-      parts.tableData = data;
-      parts.tableLength = L;
-    }
-    parts.similarity.setAttribute(
-      "href",
-      imageOf(L, L, (i, j) => byOffset[Math.abs(i - j)], frame.colour, lo, hi === lo ? lo + 1 : hi),
-    );
-    writeText(parts.tableTitle, `PE: ${L} positions × d_model = ${data.d_model} (colours −1 … 1)`, parts.wrap);
-    writeText(parts.simTitle, `${frame.view.measure} of PE[i] and PE[j]`, parts.wrap);
-    writeText(parts.scale, `colours from ${fixed(lo, 2)} (dark) to ${fixed(hi, 2)} (light)`, parts.wrap);
-    length.set(L);
-    measure.set(frame.view.measure);
-    dModel.set(data.d_model);
-    base.set(Math.log10(data.base));
+// A narrow screen: the table, then the similarity under it; the titles wrap.
+function positionalNarrow(frame) {
+  const W = frame.layout.width;
+  const side = Math.min(W - 40, 260);
+  const simY = 46 + side + 24 + 44;
+  const centre = 30 + side / 2;
+  const svg = newPicture(frame, W, simY + side + 24 + 34);
+  return {
+    wrap: W - 12,
+    table: make(
+      "svg:image",
+      { x: 30, y: 46, width: side, height: side, preserveAspectRatio: "none", style: "image-rendering: pixelated" },
+      svg,
+    ),
+    similarity: make(
+      "svg:image",
+      {
+        x: 30,
+        y: simY,
+        width: side,
+        height: side,
+        preserveAspectRatio: "none",
+        style: "image-rendering: pixelated",
+      },
+      svg,
+    ),
+    tableTitle: make("svg:text", { x: 6, y: 14, "font-size": 12, "font-weight": "bold" }, svg, ""),
+    simTitle: make("svg:text", { x: 6, y: simY - 28, "font-size": 12, "font-weight": "bold" }, svg, ""),
+    tableAxes: make(
+      "svg:text",
+      { x: centre, y: 46 + side + 16, "text-anchor": "middle", "font-size": 11 },
+      svg,
+      "dimension (sin even, cos odd) →",
+    ),
+    simAxes: make(
+      "svg:text",
+      { x: centre, y: simY + side + 16, "text-anchor": "middle", "font-size": 11 },
+      svg,
+      "position j →   (rows: position i)",
+    ),
+    rowsLabel: make(
+      "svg:text",
+      {
+        x: 20,
+        y: 46 + side / 2,
+        transform: `rotate(-90 20 ${46 + side / 2})`,
+        "text-anchor": "middle",
+        "font-size": 11,
+      },
+      svg,
+      "position →",
+    ),
+    scale: make("svg:text", { x: 6, y: simY + side + 36, "font-size": 11 }, svg, ""),
   };
+}
+
+function positionalWide(frame) {
+  const svg = newPicture(frame, 660, 330);
+  return {
+    wrap: null,
+    table: make(
+      "svg:image",
+      { x: 60, y: 40, width: 250, height: 250, preserveAspectRatio: "none", style: "image-rendering: pixelated" },
+      svg,
+    ),
+    similarity: make(
+      "svg:image",
+      { x: 380, y: 40, width: 200, height: 200, preserveAspectRatio: "none", style: "image-rendering: pixelated" },
+      svg,
+    ),
+    tableTitle: make(
+      "svg:text",
+      { x: 185, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold", "data-room": 285 },
+      svg,
+      "",
+    ),
+    simTitle: make(
+      "svg:text",
+      { x: 480, y: 30, "text-anchor": "middle", "font-size": 12, "font-weight": "bold", "data-room": 215 },
+      svg,
+      "",
+    ),
+    tableAxes: make(
+      "svg:text",
+      { x: 185, y: 308, "text-anchor": "middle", "font-size": 11 },
+      svg,
+      "dimension (sin even, cos odd) →",
+    ),
+    simAxes: make(
+      "svg:text",
+      { x: 480, y: 258, "text-anchor": "middle", "font-size": 11 },
+      svg,
+      "position j →   (rows: position i)",
+    ),
+    rowsLabel: make(
+      "svg:text",
+      { x: 40, y: 165, transform: "rotate(-90 40 165)", "text-anchor": "middle", "font-size": 11 },
+      svg,
+      "position →",
+    ),
+    scale: make("svg:text", { x: 380, y: 280, "font-size": 11 }, svg, ""),
+  };
+}
+
+function drawPositional(explorer) {
+  const { frame } = explorer;
+  const data = dataOf(frame.model);
+  if (!explorer.parts || explorer.parts.layout !== frame.layout.key) {
+    explorer.parts = frame.layout.narrow ? positionalNarrow(frame) : positionalWide(frame);
+    explorer.parts.layout = frame.layout.key;
+  }
+  const { parts } = explorer;
+  const L = Math.min(frame.view.length, data.max_length);
+  const pe = data.pe;
+  const byOffset = data.similarity[frame.view.measure];
+  const lo = Math.min(...byOffset.slice(0, L));
+  const hi = Math.max(...byOffset.slice(0, L));
+  if (parts.tableData !== data || parts.tableLength !== L) {
+    // the table does not change with the measure
+    parts.table.setAttribute(
+      "href",
+      imageOf(L, data.d_model, (i, j) => pe[i][j], frame.colour, -1, 1),
+    );
+    parts.tableData = data;
+    parts.tableLength = L;
+  }
+  parts.similarity.setAttribute(
+    "href",
+    imageOf(L, L, (i, j) => byOffset[Math.abs(i - j)], frame.colour, lo, hi === lo ? lo + 1 : hi),
+  );
+  writeText(parts.tableTitle, `PE: ${L} positions × d_model = ${data.d_model} (colours −1 … 1)`, parts.wrap);
+  writeText(parts.simTitle, `${frame.view.measure} of PE[i] and PE[j]`, parts.wrap);
+  writeText(parts.scale, `colours from ${fixed(lo, 2)} (dark) to ${fixed(hi, 2)} (light)`, parts.wrap);
+  explorer.length.set(L);
+  explorer.measure.set(frame.view.measure);
+  explorer.dModel.set(data.d_model);
+  explorer.base.set(Math.log10(data.base));
 }
 
 // -- chapter 5: attention_book.widgets.positional_explorer --------------------------------

@@ -111,15 +111,42 @@ export function writeText(node, text, width) {
 // Hovering a cell or a label highlights its row and column (the rest fades). With `every` = k > 1
 // (cells too small for a legible label each) only every k-th row and column is labelled; the
 // others' labels show while their row or column is pointed at.
-export function heatmap(
-  parent,
-  colour,
-  { x, y, cell, rows, cols, rowLabels, colLabels, xTitle, yTitle, numbers, font, onRowClick, every },
-) {
+export function heatmap(parent, colour, options) {
+  const map = { ...options, font: options.font || 11, every: options.every || 1 };
   const g = make("svg:g", { class: "ab-heatmap" }, parent);
-  font = font || 11;
-  every = every || 1;
-  const rest = (k) => (k % every ? "ab-label-rest" : null);
+  const { rects, texts } = heatmapCells(g, map);
+  const rowText = heatmapRowLabels(g, map);
+  const colText = heatmapColumnLabels(g, map);
+  heatmapTitles(g, map);
+  const { x, y, cell, cols } = map;
+  const outline = make(
+    "svg:rect",
+    {
+      x,
+      y,
+      width: cols * cell,
+      height: cell,
+      fill: "none",
+      stroke: "#d62728",
+      "stroke-width": 2.5,
+      visibility: "hidden",
+    },
+    g,
+  );
+  const focus = heatmapFocus(map, rects, rowText, colText);
+  g.addEventListener("mouseover", (event) => {
+    const target = event.target;
+    const row = target.hasAttribute("data-row") ? Number(target.getAttribute("data-row")) : null;
+    const col = target.hasAttribute("data-col") ? Number(target.getAttribute("data-col")) : null;
+    if (row !== null || col !== null) focus(row, col === null ? row : col);
+  });
+  g.addEventListener("mouseleave", () => focus(null, null));
+  if (map.onRowClick) rowText.forEach((t, i) => t.addEventListener("click", () => map.onRowClick(i)));
+  return heatmapHandle({ ...map, colour }, { rects, texts, outline, rowText, colText });
+}
+
+// The cells (and, with `numbers`, a number in each), row by row.
+function heatmapCells(g, { x, y, cell, rows, cols, numbers, font }) {
   const rects = [];
   const texts = [];
   for (let i = 0; i < rows; i += 1) {
@@ -151,7 +178,11 @@ export function heatmap(
       }
     }
   }
-  const rowText = (rowLabels || []).map((label, i) =>
+  return { rects, texts };
+}
+
+function heatmapRowLabels(g, { x, y, cell, rowLabels, font, onRowClick, every }) {
+  return (rowLabels || []).map((label, i) =>
     make(
       "svg:text",
       {
@@ -161,14 +192,17 @@ export function heatmap(
         "font-size": font,
         "data-row": i,
         "data-pitch": (cell * 0.95 * every).toFixed(2),
-        class: rest(i) ? "ab-row-label ab-label-rest" : "ab-row-label",
+        class: i % every ? "ab-row-label ab-label-rest" : "ab-row-label",
         style: onRowClick ? "cursor:pointer" : "",
       },
       g,
       label,
     ),
   );
-  const colText = (colLabels || []).map((label, j) => {
+}
+
+function heatmapColumnLabels(g, { x, y, cell, rows, colLabels, font, every }) {
+  return (colLabels || []).map((label, j) => {
     const cx = x + (j + 0.5) * cell;
     const cy = y + rows * cell + 4;
     return make(
@@ -182,12 +216,15 @@ export function heatmap(
         "font-size": font,
         "data-col": j,
         "data-pitch": (cell * 0.8 * every).toFixed(2),
-        class: rest(j),
+        class: j % every ? "ab-label-rest" : null,
       },
       g,
       label,
     );
   });
+}
+
+function heatmapTitles(g, { x, y, cell, rows, cols, rowLabels, xTitle, yTitle, font }) {
   if (xTitle)
     make(
       "svg:text",
@@ -211,21 +248,11 @@ export function heatmap(
       yTitle,
     );
   }
-  const outline = make(
-    "svg:rect",
-    {
-      x,
-      y,
-      width: cols * cell,
-      height: cell,
-      fill: "none",
-      stroke: "#d62728",
-      "stroke-width": 2.5,
-      visibility: "hidden",
-    },
-    g,
-  );
-  function focus(row, col) {
+}
+
+// focus(row, col): that row and column in full colour, the rest faded, their labels bold (and shown).
+function heatmapFocus({ rows, cols, every }, rects, rowText, colText) {
+  return function focus(row, col) {
     for (let i = 0; i < rows; i += 1) {
       for (let j = 0; j < cols; j += 1) {
         const on = row === null || i === row || j === col;
@@ -238,15 +265,11 @@ export function heatmap(
       rowText.forEach((t, i) => t.classList.toggle("ab-label-shown", i === row));
       colText.forEach((t, j) => t.classList.toggle("ab-label-shown", j === col));
     }
-  }
-  g.addEventListener("mouseover", (event) => {
-    const target = event.target;
-    const row = target.hasAttribute("data-row") ? Number(target.getAttribute("data-row")) : null;
-    const col = target.hasAttribute("data-col") ? Number(target.getAttribute("data-col")) : null;
-    if (row !== null || col !== null) focus(row, col === null ? row : col);
-  });
-  g.addEventListener("mouseleave", () => focus(null, null));
-  if (onRowClick) rowText.forEach((t, i) => t.addEventListener("click", () => onRowClick(i)));
+  };
+}
+
+// What a widget does with a drawn heatmap: set its numbers, mark a row, rename a row or a column.
+function heatmapHandle({ y, cell, rows, cols, numbers, colour }, { rects, texts, outline, rowText, colText }) {
   return {
     set(matrix) {
       for (let i = 0; i < rows; i += 1) {
@@ -318,8 +341,26 @@ export function colourBar(parent, colour, { x, y, height, width, label }) {
 export function barChart(parent, { x, y, width, height, labels, yLabel, font }) {
   font = font || 11;
   const g = make("svg:g", {}, parent);
-  const n = labels.length;
-  const slot = width / n;
+  const plot = height - 16; // room for the labels written above the bars
+  barAxes(g, { x, y, width, height, yLabel, font });
+  const { bars, above } = barsOf(g, { x, y, width, height, labels, font });
+  return {
+    set(values, texts, fills, strokes) {
+      values.forEach((v, j) => {
+        const h = Math.max(0, Math.min(1, v || 0)) * plot;
+        bars[j].setAttribute("y", y + height - h);
+        bars[j].setAttribute("height", h);
+        bars[j].setAttribute("fill", fills[j]);
+        bars[j].setAttribute("stroke", strokes ? strokes[j][0] : "#000");
+        bars[j].setAttribute("stroke-width", strokes ? strokes[j][1] : 0.8);
+        above[j].setAttribute("y", y + height - h - 3);
+        above[j].textContent = texts ? texts[j] : "";
+      });
+    },
+  };
+}
+
+function barAxes(g, { x, y, width, height, yLabel, font }) {
   const top = y + 16; // room for the labels written above the bars
   const plot = height - 16;
   make("svg:line", { x1: x, y1: y + height, x2: x + width, y2: y + height, stroke: "#333" }, g);
@@ -339,6 +380,12 @@ export function barChart(parent, { x, y, width, height, labels, yLabel, font }) 
       yLabel,
     );
   }
+}
+
+// One bar per label (height 0 until set), a text above it and the label under it.
+function barsOf(g, { x, y, width, height, labels, font }) {
+  const n = labels.length;
+  const slot = width / n;
   const bars = [];
   const above = [];
   labels.forEach((label, j) => {
@@ -375,18 +422,5 @@ export function barChart(parent, { x, y, width, height, labels, yLabel, font }) 
       label,
     );
   });
-  return {
-    set(values, texts, fills, strokes) {
-      values.forEach((v, j) => {
-        const h = Math.max(0, Math.min(1, v || 0)) * plot;
-        bars[j].setAttribute("y", y + height - h);
-        bars[j].setAttribute("height", h);
-        bars[j].setAttribute("fill", fills[j]);
-        bars[j].setAttribute("stroke", strokes ? strokes[j][0] : "#000");
-        bars[j].setAttribute("stroke-width", strokes ? strokes[j][1] : 0.8);
-        above[j].setAttribute("y", y + height - h - 3);
-        above[j].textContent = texts ? texts[j] : "";
-      });
-    },
-  };
+  return { bars, above };
 }
