@@ -16,15 +16,16 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUILD_DIR := _build
 
-.PHONY: help setup book test lint format lab exercises classroom nbgrader bench seeds study clean node browser compat
+.PHONY: help setup book test lint format lab exercises widgets classroom nbgrader bench seeds study clean node browser compat
 
 help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
 	@echo "make test       run every test: unit, notebooks (nbval), exercises, site, browser"
-	@echo "make lint       ruff check and ruff format --check (make test runs them too)"
-	@echo "make format     fix what ruff can fix and format the code (not the chapters)"
+	@echo "make lint       ruff check and ruff format --check, Biome check of the widgets' JS (make test runs them too)"
+	@echo "make format     fix what ruff can fix and format the code, Python and the widgets' JS (not the chapters)"
 	@echo "make lab        open the chapters in JupyterLab (their Colab edition, notebooks/colab/)"
 	@echo "make exercises  regenerate notebooks/colab/ and notebooks/exercises/ from the chapters"
+	@echo "make widgets    write the widgets' current JavaScript into every saved notebook (seconds, nothing executed)"
 	@echo "make classroom  a GitHub Classroom assignment template per chapter -> $(BUILD_DIR)/classroom/ (CHAPTER=N: one)"
 	@echo "make nbgrader   an nbgrader course (JupyterHub), one assignment per chapter -> $(BUILD_DIR)/nbgrader/ (CHAPTER=N: one)"
 	@echo "make compat     the book under Colab's versions, the floors, the newest (.compat/; COMPAT=floors: one) -> README"
@@ -88,13 +89,25 @@ lab: $(STAMP)
 # The code ruff checks (the chapters are excluded in pyproject.toml); tests/book/test_lint.py runs the same.
 LINTED := src tests tools benchmarks
 
-lint: $(STAMP)
+# The widgets' JavaScript (src/attention_book/widgets/js/) is formatted and linted by Biome, pinned in
+# package.json, with the rules in biome.json (tests/book/test_js_style.py runs the same; CONTRIBUTING.md).
+BIOME := node_modules/.bin/biome
+
+lint: $(STAMP) $(NODE_STAMP)
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
+	$(BIOME) check
 
-format: $(STAMP)
+format: $(STAMP) $(NODE_STAMP)
 	$(BIN)/ruff check --fix $(LINTED)
 	$(BIN)/ruff format $(LINTED)
+	$(BIOME) format --write
+
+# Every saved widget carries the widgets' JavaScript (`_esm`): after editing src/attention_book/widgets/js/,
+# this rewrites it in the chapters, their Colab edition and the student notebooks without executing them
+# (nothing else in them changes; tools/notebooks/update_widgets.py).
+widgets: $(STAMP)
+	$(PY) tools/notebooks/update_widgets.py
 
 # One GitHub Classroom assignment template per chapter (CHAPTER=1 for one): the student notebook, a README,
 # requirements.txt and .github/workflows/classroom.yml, which grades every push and reports the points.
