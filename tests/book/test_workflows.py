@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 LINT = ROOT / "tools" / "ci" / "lint_workflows.js"
@@ -29,6 +30,17 @@ def test_the_workflow_runs_make_test_and_publishes_the_site():
     text = (ROOT / ".github" / "workflows" / "book.yml").read_text(encoding="utf-8")
     assert "run: make test" in text and "run: make book" in text
     assert "actions/deploy-pages" in text and "path: _build/html" in text
+
+
+def test_the_compat_workflow_runs_the_colab_like_and_floors_environments_on_every_push_to_main():
+    """`make compat`'s matrix (tools/compat/compat.py) in CI, with torch's CPU build."""
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "compat.yml").read_text(encoding="utf-8"))
+    assert workflow[True]["push"]["branches"] == ["main"]  # YAML 1.1 reads the key `on` as True
+    (job,) = workflow["jobs"].values()
+    assert {entry["environment"] for entry in job["strategy"]["matrix"]["include"]} >= {"colab", "floors"}
+    step = next(step for step in job["steps"] if step.get("name") == "make compat")
+    assert step["run"] == "make compat COMPAT=${{ matrix.environment }}"
+    assert step["env"]["COMPAT_TORCH_INDEX"] == "https://download.pytorch.org/whl/cpu"
 
 
 def test_actionlint_finds_no_problem_in_the_workflows():
