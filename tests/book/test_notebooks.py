@@ -271,14 +271,15 @@ def test_every_chapter_code_cell_has_been_executed(chapter):
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=_id)
 def test_saved_widgets_carry_the_current_widget_javascript(chapter):
     """The site draws each widget from the state saved in the chapter, JavaScript included: a chapter
-    not executed again after widgets.js changed would publish the old drawing code."""
+    whose saved module is older than src/attention_book/widgets/js/ would publish the old drawing code."""
     from attention_book.widgets._base import widget_module_source
 
     widgets = _read(chapter).metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
     saved = [model["state"]["_esm"] for model in widgets.get("state", {}).values() if "_esm" in model.get("state", {})]
     stale = sum(source != widget_module_source() for source in saved)
     assert not stale, (
-        f"{_rel(chapter)}: {stale} of {len(saved)} saved widgets hold older widgets.js; execute the notebook in place"
+        f"{_rel(chapter)}: {stale} of {len(saved)} saved widgets hold an older widget module (widgets/js/); "
+        "run `make widgets` (it rewrites the saved module in every notebook without executing them)"
     )
 
 
