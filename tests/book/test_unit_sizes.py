@@ -1,4 +1,4 @@
-"""Units a reader can hold, and stored files with one writer each (STYLE.md, "Small units").
+"""Units a reader can hold, and stored files with one writer each (CONTRIBUTING.md, "Units a reader can hold").
 
 Every module under src/attention_book is parsed with ``ast`` (nothing is imported):
 

@@ -202,7 +202,7 @@ DATE_SOURCES = [
 
 
 def page_decode(page: dict, labels: list[str]) -> dict:
-    """The greedy loop the website runs around the exported model (widgets.js, decodingData), in Python."""
+    """The greedy loop the website runs around the exported model (js/06_decoding.js, decodingData), in Python."""
     import base64
 
     import numpy as np

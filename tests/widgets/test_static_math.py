@@ -1,7 +1,7 @@
 """The website's own computations (issue 35) against the Python widgets they mirror.
 
 On the book's website there is no kernel: chapter 1's typed sentence, chapter 2's typed
-query, chapter 3's typed scores and chapter 5's d_model and base are computed by widgets.js
+query, chapter 3's typed scores and chapter 5's d_model and base are computed by the widgets' JavaScript
 (attentionData, keyValueData, softHardData, positionalData and the parsers they call; chapter
 1's drawn vectors by drawnVector, the same generator as drawn_vector, bit for bit). The Python widgets stay the reference: each input
 below goes through the Python widget (its ``update``, as a typed value does in Jupyter) and
@@ -229,7 +229,7 @@ process.stdin.on("end", async () => {
       return { data: module[fn](inputs, saved, { exact }) };
     } catch (error) {
       if (!(error instanceof module.WidgetInputError)) return { crash: String(error && error.stack) };
-      return { error: { control: error.control || changed, message: error.message } };  // as widgets.js shows it
+      return { error: { control: error.control || changed, message: error.message } };  // as render.js shows it
     }
   });
   process.stdout.write(JSON.stringify(answers));
@@ -241,7 +241,7 @@ process.stdin.on("end", async () => {
 def run_js(tmp_path_factory):
     node = shutil.which("node")
     if node is None:
-        pytest.skip("needs node to run widgets.js")
+        pytest.skip("needs node to run the widgets' JavaScript")
     folder = tmp_path_factory.mktemp("static-math")
     module = folder / "widgets.mjs"
     module.write_text(widget_module_source(), encoding="utf-8")
@@ -484,7 +484,7 @@ SOURCES = {
 
 @pytest.mark.parametrize("which", ["sorting", "dates"])
 def test_a_typed_source_is_parsed_as_parse_source_parses_it(run_js, which):
-    """widgets.js's parseSource (chapter 6's stepper on the website) against parse_source: the same
+    """js/06_decoding.js's parseSource (chapter 6's stepper on the website) against parse_source: the same
     tokens, or the same message, for every text."""
     import attention_book as ab
     from attention_book.data.dates import DateTask

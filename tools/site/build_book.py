@@ -127,7 +127,7 @@ def _copy_anywidget(destination: Path) -> None:
 
 # onnxruntime-web (MIT licence): chapter 4's head viewer and chapter 6's decoding steppers run
 # their exported model in the page (export_page_model in attention_book.widgets.head_viewer and
-# decoding_stepper; widgets.js, loadOnnxRuntime). Pages
+# decoding_stepper; widgets/js/onnx.js, loadOnnxRuntime). Pages
 # opened from file:// may neither import an ES module file nor fetch one (Chromium refuses
 # both), but they may run a classic <script>: so the runtime's ES module (the build with the
 # WebAssembly loader bundled in) and its WebAssembly binary (gzip-compressed, base64) travel

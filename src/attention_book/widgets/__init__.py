@@ -4,7 +4,7 @@ AttentionExplorer (chapter 1), KeyValueExplorer (chapter 2), SoftHardExplorer (c
 HeadViewer (chapters 4 and 7), PositionalEncodingExplorer (chapter 5), DecodingStepper (chapter 6).
 
 Every widget is an anywidget: the kernel computes with torch on the chosen device and
-sends numbers; the browser draws them (SVG, widgets.js) and handles every control that
+sends numbers; the browser draws them (SVG, the files of js/, one per widget) and handles every control that
 only changes what is shown. The widget state is saved with the notebook, so a reopened
 notebook and the book's website draw the last picture without a kernel.
 """

@@ -13,10 +13,12 @@ The kernel computes, with torch, every query's scores, weights and output for ev
 temperature stop, with and without the scale and the causal mask; the browser draws the
 chosen query's weights as bars (each bar's scaled score s_j/tau written above it), the
 whole attention matrix with that query's row outlined, and the output vector. Only a new
-sentence goes back to the kernel. On the book's website (no kernel) widgets.js computes a
+sentence goes back to the kernel. On the book's website (no kernel) js/01_attention.js computes a
 new sentence itself (attentionData, mirroring :meth:`AttentionExplorer.compute` and
 :func:`drawn_vector`; tests/widgets/test_static_math.py holds the two together): for that
 ``data`` also carries the given vectors (``vocabulary``), or, with drawn vectors, the seed.
+
+Its drawing, its page computation and its view rule are in ``js/01_attention.js``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ TEMPERATURES = tuple(round(10 ** (k / 10), 4) for k in range(-10, 11))
 
 # -- drawn vectors ------------------------------------------------------------------------
 # A word without a given vector gets numbers from a small generator written twice, here and
-# in widgets.js (drawnVector), with the same integer and float64 steps, so that the book's
+# in js/01_attention.js (drawnVector), with the same integer and float64 steps, so that the book's
 # website (no kernel, no torch) draws the same vectors bit for bit:
 #   1. the word's UTF-8 bytes are hashed to 32 bits (FNV-1a), the seed reduced to 32 bits
 #      (seed mod 2**32) and mixed in: key = mix32(hash + mix32(seed)) mod 2**32;
@@ -96,7 +98,7 @@ def _natural_log(x: float) -> float:
 def drawn_vector(word: str, seed: int, dim: int) -> torch.Tensor:
     """The vector a word gets when none is given: ``dim`` standard normal numbers (float32)
     that depend only on the word, the seed and ``dim`` (the generator described above,
-    the same in widgets.js, so the website draws the same numbers)."""
+    the same in js/01_attention.js, so the website draws the same numbers)."""
     state = (_fnv1a(word.encode("utf-8")) + _mix32(seed & _MASK32)) & _MASK32
     key = _mix32(state)
     counter = 0
@@ -263,7 +265,7 @@ class AttentionExplorer(AttentionWidget):
             "weights": rounded(weights),
             "scores": rounded(scores, 3),
             "outputs": rounded(outputs, 3),
-            # What the website needs to compute a typed sentence (widgets.js, attentionData):
+            # What the website needs to compute a typed sentence (js/01_attention.js, attentionData):
             # the limit, and every token's vector (the given ones, unrounded float32) or the
             # generator's seed (reduced to 32 bits, as drawn_vector uses it).
             "max_tokens": MAX_TOKENS,

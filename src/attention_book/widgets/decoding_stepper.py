@@ -21,10 +21,12 @@ On the book's website no kernel runs. For one of the book's own
 :class:`~attention_book.EncoderDecoder` models (at most 1M parameters) the stepper also saves
 ``page_model`` (:func:`export_page_model`): the model exported to ONNX with its logits and
 every decoder layer's self- and cross-attention weights as outputs, and what
-:func:`parse_source` needs. widgets.js then parses a typed source, runs the greedy loop in
+:func:`parse_source` needs. js/06_decoding.js then parses a typed source, runs the greedy loop in
 JavaScript around that model (onnxruntime-web, WebAssembly) and draws what
 :meth:`DecodingStepper.compute` would have sent. Where the export fails the website keeps the
 source box disabled, as before.
+
+Its drawing, its page computation and its view rule are in ``js/06_decoding.js``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ On the book's website no kernel runs. When the model is one of the book's own en
 :class:`~attention_book.TokenClassifier`, at most :data:`PAGE_MODEL_PARAMETERS` parameters)
 and ``encode`` comes from :func:`~attention_book.word_encoder`, the viewer also saves
 ``page_model`` (:func:`export_page_model`): the encoder exported to ONNX with every layer's weights
-as its output, and the encoder's rules. widgets.js then encodes a typed sentence in
+as its output, and the encoder's rules. js/04_heads.js then encodes a typed sentence in
 JavaScript, runs the ONNX model with onnxruntime-web (WebAssembly, served by the site) and
 draws what :meth:`HeadViewer.compute` would have sent. The export uses torch's
 TorchScript-based ONNX exporter, which needs the ``onnx`` package and nothing else; where it
@@ -36,6 +36,8 @@ choose: ``examples`` fills a menu beside the sentence box. With a kernel, choosi
 it (the model runs). For the website, the viewer saves every example's weights with the widget
 (``page_examples``, computed when the book is built, as :meth:`HeadViewer.compute` sends them);
 there the menu draws them, and the disabled sentence box's note says that typing needs a kernel.
+
+Its drawing, its page computation and its view rule are in ``js/04_heads.js``.
 """
 
 from __future__ import annotations

@@ -5,11 +5,13 @@ The query is set with one slider per component or typed as text (``"0, 10, 0"``)
 The picture (drawn by the browser) shows the attention weight of every key (bars) and,
 next to it, the sum ``weight x value`` that the soft lookup returns. The kernel computes
 the lookup with torch for the typed query and along each slider's range, so moving one
-slider needs no kernel; on the book's website (no kernel) widgets.js computes the lookup for
+slider needs no kernel; on the book's website (no kernel) js/02_key_value.js computes the lookup for
 a typed query from the store in ``data`` (parseQuery, keyValueData; tested against this
 module in tests/widgets/test_static_math.py). By default the store is the book's
 sanity check: keys ``[10,0,0], [0,10,0], [0,0,10], [0,0,10]`` and values
 ``[1,0,0], [10,0,0], [100,5,0], [1000,6,0]``.
+
+Its drawing, its page computation and its view rule are in ``js/02_key_value.js``.
 """
 
 from __future__ import annotations
@@ -166,7 +168,7 @@ class KeyValueExplorer(AttentionWidget):
             "grid_index": [int(torch.argmin((grid - q).abs())) for q in query],
             "along": along,
             # The store itself, for the website's page (no kernel), which recomputes the lookup for
-            # a typed query in widgets.js (keyValueData) from these.
+            # a typed query in js/02_key_value.js (keyValueData) from these.
             "keys": self.keys_cpu.tolist(),
             "values": self.values_cpu.tolist(),
             "limit": self.limit,

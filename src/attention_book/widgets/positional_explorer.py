@@ -12,9 +12,11 @@ positions are compared. The figure shows, side by side:
 
 Both are computed with torch on the device chosen in the widget's menu, for all 128
 positions the slider reaches, so moving it (or changing the measure) needs no kernel;
-d_model and the base are sent to the kernel. On the book's website (no kernel) widgets.js
+d_model and the base are sent to the kernel. On the book's website (no kernel) js/05_positional.js
 computes the same numbers for a new d_model or base (positionalData, tested against this
 class in tests/widgets/test_static_math.py).
+
+Its drawing, its page computation and its view rule are in ``js/05_positional.js``.
 """
 
 from __future__ import annotations

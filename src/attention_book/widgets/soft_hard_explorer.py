@@ -12,8 +12,10 @@ Controls: the inverse temperature beta (a log-scale slider from 0.01, almost uni
 
 The kernel computes all three at every stop of the beta slider (torch, on the chosen
 device); the browser draws the stop the slider is at, so moving it needs no kernel. On the
-book's website (no kernel) widgets.js computes the same numbers for typed scores
+book's website (no kernel) js/03_soft_hard.js computes the same numbers for typed scores
 (parseScores, softHardData; tested against this module in tests/widgets/test_static_math.py).
+
+Its drawing, its page computation and its view rule are in ``js/03_soft_hard.js``.
 """
 
 from __future__ import annotations
