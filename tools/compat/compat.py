@@ -140,7 +140,7 @@ def environments() -> dict[str, Environment]:
             "colab",
             "Colab-like",
             colab_python,
-            f"googlecolab/backend-info pip-freeze.txt at {commit.group(1) if commit else '?'}",
+            source=f"googlecolab/backend-info pip-freeze.txt at {commit.group(1) if commit else '?'}",
             constraints=constraints,
             extra=model,
         ),
@@ -148,10 +148,10 @@ def environments() -> dict[str, Environment]:
             "floors",
             "floors",
             "3.10",
-            "pyproject.toml's lower bounds",
+            source="pyproject.toml's lower bounds",
             constraints=floors((ROOT / "pyproject.toml").read_text(encoding="utf-8")) + FLOOR_HINTS,
         ),
-        "newest": Environment("newest", "newest", newest_python(), "the newest on PyPI"),
+        "newest": Environment("newest", "newest", newest_python(), source="the newest on PyPI"),
     }
 
 
