@@ -32,6 +32,18 @@ def _keep_every_steps_weights(layers, rows, *, steps: int) -> None:
         layer.cross_attn.last_weights = torch.cat(cross, dim=2)  # (batch, heads, L, T_in)
 
 
+def _use_cache(model, cache: bool | None) -> bool:
+    """Whether to decode with the KV cache: ``cache``, or (None) whenever the model's decoder can take a token at a time."""
+    cacheable = isinstance(getattr(model, "decoder", None), Decoder)
+    cache = cacheable if cache is None else cache
+    if cache and not cacheable:
+        raise ValueError(
+            f"cache=True needs an ab.EncoderDecoder, whose decoder can take one token at a time, but a "
+            f"{type(model).__name__} was given; pass cache=False to feed every token at each step"
+        )
+    return cache
+
+
 @torch.no_grad()
 def greedy_decode(
     model: EncoderDecoder,
@@ -62,13 +74,7 @@ def greedy_decode(
     require_tensor(source, "source")
     require_exact_rank(source, "source", rank=2, layout="(batch, T_in) of token ids")
     require_count(max_len, "max_len", 1)
-    cacheable = isinstance(getattr(model, "decoder", None), Decoder)
-    cache = cacheable if cache is None else cache
-    if cache and not cacheable:
-        raise ValueError(
-            f"cache=True needs an ab.EncoderDecoder, whose decoder can take one token at a time, but a "
-            f"{type(model).__name__} was given; pass cache=False to feed every token at each step"
-        )
+    cache = _use_cache(model, cache)
     batch = source.shape[0]
     with evaluating(model):
         memory = model.encode(source, source_padding)  # (batch, T_in, d_model)
@@ -139,6 +145,32 @@ def sequence_log_prob(
     return (chosen * (ended_before == 0)).sum(dim=1)  # (batch,): up to and including the first EOS
 
 
+class _Beams:
+    """The next-token log-probabilities of every kept sequence of a beam search, with or without the KV cache.
+
+    Without the cache each step feeds BOS and every token written so far (``model.decode``);
+    with it, only the newest token (:meth:`Decoder.step`), and :meth:`follow` reorders the
+    cached keys and values of the earlier positions to follow the sequences the beam kept.
+    """
+
+    def __init__(self, model, memory: torch.Tensor, padding: torch.Tensor | None, *, cache: bool):
+        self.model, self.memory, self.padding = model, memory, padding
+        self.state = model.decoder.start(memory, padding) if cache else None
+
+    def log_probs(self, written: torch.Tensor) -> torch.Tensor:
+        """(rows, t) tokens so far -> (rows, vocab) log p of each next token."""
+        if self.state is None:
+            logits = self.model.decode(written, self.memory, self.padding)[:, -1]
+        else:
+            logits = self.model.output(self.model.decoder.step(written[:, -1:], self.state))[:, -1]
+        return torch.log_softmax(logits, dim=-1)
+
+    def follow(self, rows: torch.Tensor) -> None:
+        """Row i of the beam now continues the sequence that was in row ``rows[i]``."""
+        if self.state is not None:
+            self.state.past = [(keys[rows], values[rows]) for keys, values in self.state.past]
+
+
 @torch.no_grad()
 def beam_search(
     model: EncoderDecoder,
@@ -148,6 +180,7 @@ def beam_search(
     eos: int,
     beam_width: int = 4,
     source_padding: torch.Tensor | None = None,
+    cache: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Keep the ``beam_width`` most probable partial outputs at every step instead of one.
 
@@ -157,6 +190,7 @@ def beam_search(
     beam unchanged (it is extended by EOS at no cost). Search stops when every kept
     sequence has ended or after ``max_len`` tokens. No length penalty: every candidate
     of a step has the same length, and a finished sequence keeps the score it ended with.
+    ``cache`` as in :func:`greedy_decode` (the cache follows the kept sequences).
 
     Returns ``(tokens, log_prob)``: the best sequence per source, (batch, L) without the
     leading BOS and EOS-padded after its EOS as :func:`greedy_decode` writes it, and its
@@ -166,30 +200,32 @@ def beam_search(
     require_exact_rank(source, "source", rank=2, layout="(batch, T_in) of token ids")
     require_count(max_len, "max_len", 1)
     require_count(beam_width, "beam_width", 1)
+    cache = _use_cache(model, cache)
     batch, width = source.shape[0], beam_width
     device = source.device
     with evaluating(model):
         memory = model.encode(source, source_padding).repeat_interleave(width, dim=0)  # (batch * width, T_in, d_model)
         padding = None if source_padding is None else source_padding.repeat_interleave(width, dim=0)
+        beams = _Beams(model, memory, padding, cache=cache)
         written = torch.full((batch * width, 1), bos, dtype=torch.long, device=device)  # (batch * width, 1)
         scores = torch.full((batch, width), float("-inf"), device=device)
         scores[:, 0] = 0.0  # one sequence to start from: the others would repeat it
         finished = torch.zeros(batch, width, dtype=torch.bool, device=device)
         first_row = torch.arange(batch, device=device)[:, None] * width  # (batch, 1): where each source's beams start
         for _ in range(max_len):
-            logits = model.decode(written, memory, padding)[:, -1]  # (batch * width, vocab)
-            vocab = logits.shape[-1]
+            log_probs = beams.log_probs(written)  # (batch * width, vocab)
+            vocab = log_probs.shape[-1]
             if not 0 <= eos < vocab:
                 raise ValueError(f"eos must be a token id in [0, {vocab}) for this model, but {eos!r} was given")
-            log_probs = torch.log_softmax(logits, dim=-1).view(batch, width, vocab)
             only_eos = torch.full((vocab,), float("-inf"), device=device)
             only_eos[eos] = 0.0  # a finished sequence can only go on with EOS, at no cost
-            log_probs = torch.where(finished[..., None], only_eos, log_probs)
+            log_probs = torch.where(finished[..., None], only_eos, log_probs.view(batch, width, vocab))
             candidates = scores[..., None] + log_probs  # (batch, width, vocab): every one-token extension
             scores, index = candidates.view(batch, width * vocab).topk(width, dim=-1)  # (batch, width) best of them
             parent, token = index // vocab, index % vocab  # which kept sequence, which new token
             rows = (first_row + parent).flatten()  # (batch * width,)
             written = torch.cat([written[rows], token.flatten()[:, None]], dim=1)  # (batch * width, t + 1)
+            beams.follow(rows)
             finished = finished.gather(1, parent) | (token == eos)
             if finished.all():
                 break

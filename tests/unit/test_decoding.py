@@ -154,6 +154,22 @@ def test_beam_search_of_width_one_is_greedy_decoding():
     torch.testing.assert_close(log_prob, sequence_log_prob(model, source, greedy, ab.BOS, ab.EOS))
 
 
+def test_beam_search_with_the_kv_cache_writes_what_feeding_every_token_writes():
+    """The cache follows the kept sequences: same tokens and scores as recomputing every prefix, padded sources too."""
+    model = _sharp_encoder_decoder(seed=4)
+    source = torch.randint(3, 6, (30, 5), generator=torch.Generator().manual_seed(5))
+    padding = ab.padding_mask(torch.randint(2, 6, (30,), generator=torch.Generator().manual_seed(6)).tolist(), 5)
+    for width in (1, 3, 6):
+        cached = beam_search(model, source, 6, bos=ab.BOS, eos=ab.EOS, beam_width=width, source_padding=padding)
+        fed = beam_search(
+            model, source, 6, bos=ab.BOS, eos=ab.EOS, beam_width=width, source_padding=padding, cache=False
+        )
+        assert torch.equal(cached[0], fed[0])
+        torch.testing.assert_close(cached[1], fed[1], **TOLERANCE)
+    with pytest.raises(ValueError, match="cache=True needs an ab.EncoderDecoder"):
+        beam_search(_Scripted(), torch.zeros(2, 3, dtype=torch.long), 4, ab.BOS, ab.EOS, cache=True)
+
+
 def test_a_beam_as_wide_as_every_sequence_finds_the_most_probable_output():
     """With width vocab ** max_len nothing is pruned: beam search is then exhaustive search."""
     import itertools
