@@ -23,8 +23,8 @@ The environments (``ENVIRONMENTS``):
   from github.com/googlecolab/backend-info; its header names the commit), as pip constraints, so every
   package we install has Colab's version; spaCy's ``en_core_web_sm`` from the freeze's URL where it can be
   downloaded (GitHub; on a machine that reaches only PyPI it cannot, and the result says so).
-* ``floors``: Python 3.10 and every runtime dependency at the lowest version pyproject.toml allows
-  (``name==floor`` constraints).
+* ``floors``: the lowest Python and every runtime dependency at the lowest version pyproject.toml allows
+  (``requires-python``; ``name==floor`` constraints).
 * ``newest``: the newest Python found here and the newest versions on PyPI (no constraints).
 
 The test tools (pytest, nbval, ...) are not pinned but are resolved under the same constraints.
@@ -131,7 +131,15 @@ def floors(pyproject: str) -> list[str]:
     return pinned
 
 
+def lowest_python(pyproject: str) -> str:
+    """The lowest Python ``requires-python`` allows (``>=3.11`` -> ``3.11``)."""
+    import tomllib
+
+    return re.search(r">=\s*(3\.\d+)", tomllib.loads(pyproject)["project"]["requires-python"]).group(1)
+
+
 def environments() -> dict[str, Environment]:
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     constraints, urls, colab_python = colab_freeze(COLAB_FREEZE.read_text(encoding="utf-8"))
     commit = re.search(r"blob/([0-9a-f]{7})", COLAB_FREEZE.read_text(encoding="utf-8"))
     model = [urls["en_core_web_sm"]] if "en_core_web_sm" in urls else []
@@ -147,9 +155,9 @@ def environments() -> dict[str, Environment]:
         "floors": Environment(
             "floors",
             "floors",
-            "3.10",
+            lowest_python(pyproject),
             source="pyproject.toml's lower bounds",
-            constraints=floors((ROOT / "pyproject.toml").read_text(encoding="utf-8")) + FLOOR_HINTS,
+            constraints=floors(pyproject) + FLOOR_HINTS,
         ),
         "newest": Environment("newest", "newest", newest_python(), source="the newest on PyPI"),
     }
