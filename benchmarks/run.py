@@ -652,6 +652,10 @@ def write_report(results: dict, out: Path) -> None:
         from grading import grading_lines  # benchmarks/grading.py
 
         lines += grading_lines(results)
+    if "checks" in results:
+        from checks import checks_lines  # benchmarks/checks.py
+
+        lines += checks_lines(results)
     if "gpu" in results:
         lines += gpu_lines(results["gpu"])
     out.mkdir(parents=True, exist_ok=True)
@@ -684,7 +688,7 @@ def merge_gpu_results(path: Path, out: Path) -> dict:
     return results
 
 
-SECTIONS = ("attention", "memory", "widgets", "training", "chapters", "book", "grading")
+SECTIONS = ("attention", "memory", "widgets", "training", "chapters", "book", "grading", "checks")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -752,6 +756,10 @@ def main(argv: list[str] | None = None) -> dict:
         from grading import bench_grading  # benchmarks/grading.py
 
         results["grading"] = bench_grading(count=200 if not args.smoke else 4)
+    if "checks" in sections:
+        from checks import bench_checks  # benchmarks/checks.py
+
+        results["checks"] = bench_checks(repeats=3 if not args.smoke else 1)
     results["measured"] = {section: results["machine"]["date"] for section in sections}
     previous = args.out / "results.json"
     if args.only and previous.exists():  # keep the sections not measured this time, with their dates
