@@ -516,3 +516,27 @@ def test_the_execution_cache_is_kept_only_for_the_same_numerical_configuration(t
     assert not (build / ".jupyter_cache").exists(), "outputs made under another configuration must not be reused"
     assert not (build / ".doctrees").exists(), "Sphinx must read (and so execute) every chapter again"
     assert "executing every chapter again" in capsys.readouterr().out
+
+
+def test_a_change_of_the_widgets_javascript_alone_executes_no_chapter(tmp_path, capsys, monkeypatch):
+    """Only the JavaScript changed: the cache stays, its chapters get the current module (as make widgets
+    writes it into the saved chapters) and Sphinx makes the pages again from them."""
+    from attention_book.widgets._base import widget_module_source
+
+    build = tmp_path / "_build"
+    executed = build / ".jupyter_cache" / "executed" / "abc"
+    executed.mkdir(parents=True)
+    state = {"model": {"state": {"_esm": "old module", "value": 3}}}
+    notebook = {"cells": [], "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": state}}}}
+    (executed / "base.ipynb").write_text(json.dumps(notebook, indent=1))
+    (build / ".doctrees").mkdir()
+    python, _ = build_book._fingerprints({})
+    (build / ".jupyter_cache.package").write_text(f"{python}\nanother javascript\n")
+    build_book._drop_outputs_of_another_package(build, {})
+    assert "executing every chapter again" not in capsys.readouterr().out
+    saved = json.loads((executed / "base.ipynb").read_text())
+    widget = saved["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]["model"]["state"]
+    assert widget == {"_esm": widget_module_source(), "value": 3}
+    assert not (build / ".doctrees").exists(), "the pages must be made again from the refreshed cache"
+    build_book._drop_outputs_of_another_package(build, {})  # nothing changed since: the stamp is current
+    assert (build / ".jupyter_cache").is_dir()

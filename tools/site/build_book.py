@@ -230,29 +230,63 @@ def effective_toc(toc: dict) -> tuple[dict, list[str]]:
     return result, skipped
 
 
+def _fingerprints(environment: dict[str, str]) -> tuple[str, str]:
+    """(what a chapter's outputs are computed from, the widgets' JavaScript saved into them), as two digests.
+
+    The first covers attention_book's Python, the figure stamp (tools/site/figure_audit.py) and the
+    :data:`NUMERICS_VARIABLES`; the second the widgets' JavaScript (``widgets/js/``), which a saved
+    chapter only carries as text (``_esm``): a change of it alone needs no execution.
+    """
+    import hashlib
+
+    package = ROOT / "src" / "attention_book"
+    python, javascript = hashlib.sha256(), hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.suffix in {".py", ".js"} and "__pycache__" not in path.parts:
+            digest = javascript if path.suffix == ".js" else python
+            digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    # The kernels' figure stamp (tools/site/figure_audit.py) is part of every stored figure too.
+    audit = Path(__file__).resolve().with_name("figure_audit.py")
+    python.update(b"figure_audit.py\0" + audit.read_bytes())
+    for name in NUMERICS_VARIABLES:
+        python.update(f"{name}={environment.get(name, '')}\0".encode())
+    return python.hexdigest(), javascript.hexdigest()
+
+
+def _refresh_cached_widgets(cache: Path) -> int:
+    """Write the widgets' current JavaScript into every executed notebook of the cache (as ``make widgets``
+    does to the saved chapters); returns how many changed. Nothing is executed."""
+    from attention_book.widgets._base import widget_module_source
+
+    sys.path.insert(0, str(ROOT / "tools" / "notebooks"))
+    from update_widgets import refreshed  # tools/notebooks/update_widgets.py
+
+    source, changed = widget_module_source(), 0
+    for path in sorted(cache.glob("executed/*/*.ipynb")):
+        raw = path.read_text(encoding="utf-8")
+        text = refreshed(raw, source)
+        if text != raw:
+            path.write_text(text, encoding="utf-8")
+            changed += 1
+    return changed
+
+
 def _drop_outputs_of_another_package(build_dir: Path, environment: dict[str, str]) -> None:
     """Empty the execution cache when the package or the numerical configuration changed since it was filled.
 
     jupyter-cache reuses a notebook's outputs while its code cells are unchanged, but a
     chapter's outputs also depend on attention_book (its widgets' saved state above all) and
     on the numerical configuration it ran under: the cache is kept only for the same package
-    source and the same :data:`NUMERICS_VARIABLES`, whose fingerprint is stored beside it.
+    source and the same :data:`NUMERICS_VARIABLES`, whose fingerprints are stored beside it.
+    When only the widgets' JavaScript changed, the cached chapters keep their outputs and get the
+    new module written into their saved widgets (no chapter is executed); the pages are made again.
     """
-    import hashlib
-
-    package = ROOT / "src" / "attention_book"
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*")):
-        if path.suffix in {".py", ".js"} and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
-    # The kernels' figure stamp (tools/site/figure_audit.py) is part of every stored figure too.
-    audit = Path(__file__).resolve().with_name("figure_audit.py")
-    digest.update(b"figure_audit.py\0" + audit.read_bytes())
-    for name in NUMERICS_VARIABLES:
-        digest.update(f"{name}={environment.get(name, '')}\0".encode())
+    python, javascript = _fingerprints(environment)
     cache, stamp = build_dir / ".jupyter_cache", build_dir / ".jupyter_cache.package"
-    stale = [path for path in (cache, build_dir / ".doctrees", build_dir / "jupyter_execute") if path.exists()]
-    if stale and (not stamp.is_file() or stamp.read_text() != digest.hexdigest()):
+    pages = [path for path in (build_dir / ".doctrees", build_dir / "jupyter_execute") if path.exists()]
+    stale = [cache, *pages] if cache.exists() else pages
+    kept = stamp.read_text().split() if stamp.is_file() else []
+    if stale and (not kept or kept[0] != python):
         print(
             "build_book: attention_book or the numerical configuration changed since the last build; "
             "executing every chapter again"
@@ -261,7 +295,15 @@ def _drop_outputs_of_another_package(build_dir: Path, environment: dict[str, str
         # executes) every chapter again, instead of keeping pages made from the dropped outputs.
         for path in stale:
             shutil.rmtree(path, ignore_errors=True)
-    stamp.write_text(digest.hexdigest())
+    elif stale and kept[1:] != [javascript]:
+        changed = _refresh_cached_widgets(cache) if cache.exists() else 0
+        print(
+            f"build_book: only the widgets' JavaScript changed; wrote it into {changed} cached chapter(s), "
+            "making the pages again without executing them"
+        )
+        for path in pages:  # Sphinx reads every chapter again, from the refreshed cache
+            shutil.rmtree(path, ignore_errors=True)
+    stamp.write_text(f"{python}\n{javascript}\n")
 
 
 def build(build_dir: Path, *, builder: str = "html", other_machine: bool = False, train_seeds: bool = False) -> float:
