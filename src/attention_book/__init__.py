@@ -38,6 +38,29 @@ module             what it holds                                           chapt
 ``grade``          grading a class's student notebooks (instructors)       1-7
 ``device``         which device to compute on                              all
 =================  ======================================================  =======
+
+What ``ab`` exports, and what a chapter imports by path. ``import attention_book as ab`` gives
+the names of ``__all__`` below: the ideas that the chapters write out in a cell and then prove
+equal to the package (attention and its masks, soft lookup, the heads, position encodings, the
+layers and the Transformer models, greedy decoding), the toy tasks with their special tokens,
+and what every chapter trains with (``fit``, the losses and metrics, ``set_seed``, the devices,
+the attention heatmap): names a reader meets in several chapters or uses in code of their own.
+Everything else is imported by path, ``from attention_book.<module> import name``, in the
+section of the chapter that needs it, so that the import line says where the code lives:
+
+* ``figures.chapterNN``, a chapter's own figures, imported by that chapter only; ``widgets`` and
+  ``exercises`` (``check``, ``summary``);
+* ``analysis.*``: measurements and formatting that a chapter reports but does not teach;
+* what one chapter uses and no other: ``recall`` (2), ``positional``'s ``offset_rotation`` and
+  ``sinusoidal_frequencies`` (5), ``data.dates``, ``data.numbers`` and ``decoding``'s beam search
+  (6), and chapter 7's pretrained model, reviews and experiment (``pretrained``, ``data``,
+  ``training.transfer``, ``training.masked_lm``, ``training.transfer_study``,
+  ``training.study_results``).
+
+Bookkeeping (checksums, stored files' names, the commands that made them) stays out of the
+chapters' opening cells; where a chapter shows provenance, a folded cell imports what it prints.
+``tests/book/test_chapter_imports.py`` runs ruff's F401/F811 over every
+chapter's code and keeps each chapter's opening import cell short.
 """
 
 from .analysis.plotting import ATTENTION_CMAP, heatmap, plot_attention, plot_attention_grid

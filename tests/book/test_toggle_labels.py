@@ -20,6 +20,9 @@ def test_labels_follow_the_cell():
         == "Show the checks of the text"
     )
     assert sphinx_offline.toggle_label(["hide-input"], "# BEGIN SOLUTION\ndef f():\n    pass")[0] == "Show the solution"
+    assert sphinx_offline.toggle_label(["hide-cell"], "# Provenance of the stored run\nprint(1)")[0] == (
+        "Show the provenance"
+    )
     assert sphinx_offline.toggle_label(["hide-input"], "x = 1") is None
 
 

@@ -97,6 +97,7 @@ TOGGLE_LABELS = [
     (lambda tags, source: "colab-setup" in tags, "Show the Colab setup cell", "Hide the Colab setup cell"),
     (lambda tags, source: source.lstrip().startswith("# Checks"), "Show the checks of the text", "Hide the checks"),
     (lambda tags, source: "# BEGIN SOLUTION" in source, "Show the solution", "Hide the solution"),
+    (lambda tags, source: source.lstrip().startswith("# Provenance"), "Show the provenance", "Hide the provenance"),
 ]
 
 
