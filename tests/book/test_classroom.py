@@ -36,7 +36,7 @@ REPORTER = "classroom-resources/autograding-grading-reporter@v1"
 # What autograding-command-grader@v1 passes to its command (src/main.js: execSync with this env).
 COMMAND_GRADER_ENV = ("PATH", "HOME")
 FIRST = "01_attention_math"
-SOLVED, WRONG = {"1.1", "1.2"}, "1.4"  # 1.3 and 1.5 stay stubs
+SOLVED, WRONG = {"1.1", "1.2"}, "1.4"  # 1.3, 1.5 and 1.6 stay stubs
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +187,6 @@ def test_chapter_1_template_runs_as_its_workflow_says_in_a_clean_copy(templates,
     assert "failed, 0 of 1 point(s)" in lines["exercise-1-4"]
     assert "not attempted, 0 of 1 point(s)" in lines["exercise-1-3"]
     text = summary.read_text(encoding="utf-8")
-    assert f"| {FIRST}.ipynb | 1 | 2 / 5 | 1.1, 1.2 |" in text  # the grader's table of totals
+    assert f"| {FIRST}.ipynb | 1 | 2 / {len(exercises)} | 1.1, 1.2 |" in text  # the grader's table of totals
     assert f"# Feedback: {FIRST}.ipynb" in text and "| 1.4 | 0 / 1 |" in text  # then the feedback page
     assert {path.name for path in (repository / "feedback").iterdir()} == {f"{FIRST}.md", f"{FIRST}.html"}

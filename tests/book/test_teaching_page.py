@@ -2,7 +2,7 @@
 
 Its sample gradebook and feedback page are graded again here from the three notebooks the page
 describes (Alice solved all, Bob handed in the blank notebook, Carol solved three, got 1.3 wrong and
-left 1.5 out), with the command the page shows, and must equal the page's blocks.
+left 1.5 and 1.6 out), with the command the page shows, and must equal the page's blocks.
 """
 
 from __future__ import annotations

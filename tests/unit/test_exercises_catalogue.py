@@ -570,6 +570,103 @@ def _(x, W_x, W_h):
     return _influence(x, W_x, W_h)
 
 
+# ---------------------------------------------------------------- 1.6 longest_cheaper_length(d, gates)
+
+
+def _attention_work(T, d):
+    return 4 * T * d * d + 2 * T * T * d
+
+
+@wrong(
+    "1.6",
+    "the chapter's 2.5 d for every recurrent layer",
+    r"not 3 t d\^2.*4 gates whatever gates is",
+    parts=("without W_O", "gates ignored"),
+)
+def _(d, gates):
+    return max(0, math.ceil(2.5 * d) - 1)
+
+
+@wrong("1.6", "projections counted without W_O", r"not 3 t d\^2")
+def _(d, gates):
+    T = 0
+    while 3 * (T + 1) * d * d + 2 * (T + 1) ** 2 * d < 2 * gates * (T + 1) * d * d:
+        T += 1
+    return T
+
+
+@wrong("1.6", "loop returns the first dearer length", r"no longer cheaper")
+def _(d, gates):
+    T = 1
+    while _attention_work(T, d) < 2 * gates * T * d * d:
+        T += 1
+    return T
+
+
+@wrong("1.6", "<= in the comparison", r"strictly smaller")
+def _(d, gates):
+    T = 0
+    while _attention_work(T + 1, d) <= 2 * gates * (T + 1) * d * d:
+        T += 1
+    return T
+
+
+@wrong("1.6", "only the scores' T^2 d", r"2 t\^2 d, not t\^2 d")
+def _(d, gates):
+    return max(0, 2 * (gates - 2) * d - 1)
+
+
+@wrong("1.6", "a gate as one product", r"2 t d\^2 per gate")
+def _(d, gates):
+    T = 0
+    while _attention_work(T + 1, d) < gates * (T + 1) * d * d:
+        T += 1
+    return T
+
+
+@wrong("1.6", "closed form without the floor at 0", r"not a negative number")
+def _(d, gates):
+    return (gates - 2) * d - 1
+
+
+@wrong("1.6", "an LSTM's 8 T d^2 whatever gates", r"4 gates whatever gates is")
+def _(d, gates):
+    return max(0, 2 * d - 1)
+
+
+@wrong(
+    "1.6",
+    "the bound itself",
+    r"strictly smaller.*not a negative number",
+    parts=("equal counts included", "negative when never cheaper"),
+)
+def _(d, gates):
+    return (gates - 2) * d  # attention is cheaper while T < (gates - 2) d
+
+
+@wrong("1.6", "bound returned as a float", r"whole number|not 3 t d\^2|strictly smaller|no longer cheaper")
+def _(d, gates):
+    return max(0.0, (gates - 2) * d - 0.5)
+
+
+@correct("1.6", "closed form")
+def _(d, gates):
+    return max(0, (gates - 2) * d - 1)
+
+
+@correct("1.6", "a loop over T with the two counts")
+def _(d, gates):
+    T = 0
+    while _attention_work(T + 1, d) < 2 * gates * (T + 1) * d * d:
+        T += 1
+    return T
+
+
+@correct("1.6", "a float from math.ceil of the bound")
+def _(d, gates):
+    return float(max(0, math.ceil((gates - 2) * d) - 1))
+
+
 # ====================================================================== chapter 2
 
 

@@ -46,15 +46,15 @@ def test_a_folder_of_solved_blank_and_half_done_notebooks(tmp_path):
     folder = class_folder(tmp_path)
     done = run_grader("--out", "g.csv", "--feedback", "feedback", "--workers", "2", "class", cwd=tmp_path)
     assert totals(tmp_path / "g.csv") == {
-        "class/alice/01_attention_math.ipynb": 5,
+        "class/alice/01_attention_math.ipynb": 6,
         "class/bob/01_attention_math.ipynb": 0,
         "class/carol/01_attention_math.ipynb": 2,
     }
-    assert "graded 3 notebook(s), skipped 0 unchanged" in done.stdout and "7 of 15 points" in done.stdout
+    assert "graded 3 notebook(s), skipped 0 unchanged" in done.stdout and "8 of 18 points" in done.stdout
     pages = sorted(path.name for path in (tmp_path / "feedback").iterdir())
     assert pages == sorted(f"class__{who}__01_attention_math.{kind}" for who in ("alice", "bob", "carol") for kind in ("md", "html"))  # fmt: skip
     carol = (tmp_path / "feedback" / "class__carol__01_attention_math.md").read_text()
-    assert "**2 of 5 points**" in carol and "| 1.2 | 1 / 1 | passed |" in carol and "not implemented yet" in carol
+    assert "**2 of 6 points**" in carol and "| 1.2 | 1 / 1 | passed |" in carol and "not implemented yet" in carol
     assert folder.is_dir() and not list(folder.rglob("*.csv"))  # nothing written beside the submissions
 
 
@@ -66,7 +66,7 @@ def test_a_second_run_skips_what_is_unchanged_and_grades_what_changed(tmp_path):
     done = run_grader("--out", "g.csv", "class", cwd=tmp_path)
     assert "graded 2 notebook(s), skipped 2 unchanged" in done.stdout
     assert totals(tmp_path / "g.csv")["class/bob/01_attention_math.ipynb"] == 1
-    assert len(read_gradebook(tmp_path / "g.csv")) == 4 * 5  # no stale rows of bob's first version
+    assert len(read_gradebook(tmp_path / "g.csv")) == 4 * 6  # no stale rows of bob's first version
 
 
 def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
@@ -83,7 +83,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(tmp_path):
     done = run_grader("--out", "g.csv", "--timeout", "3", "class", cwd=tmp_path)
     assert "graded 1 notebook(s), skipped 3 unchanged" in done.stdout
     rows = [row for row in read_gradebook(tmp_path / "g.csv") if row.submission.startswith("class/zed")]
-    assert [row.status for row in rows] == ["passed"] * 5  # its loop is the last cell, after every answer
+    assert [row.status for row in rows] == ["passed"] * 6  # its loop is the last cell, after every answer
 
 
 def totals_or_empty(gradebook):
@@ -95,7 +95,7 @@ def test_a_notebook_that_kills_the_grader_worker_costs_no_one_else_their_grade(t
     write(folder, "mallory/01_attention_math.ipynb", with_cell(solved(), "import os\nos.kill(os.getppid(), 9)"))
     run_grader("--out", "g.csv", "--workers", "2", "class", cwd=tmp_path)
     scores = totals(tmp_path / "g.csv")
-    assert scores["class/alice/01_attention_math.ipynb"] == 5 and scores["class/carol/01_attention_math.ipynb"] == 2
+    assert scores["class/alice/01_attention_math.ipynb"] == 6 and scores["class/carol/01_attention_math.ipynb"] == 2
     mallory = [row for row in read_gradebook(tmp_path / "g.csv") if "mallory" in row.submission]
     assert len(mallory) == 1 and mallory[0].status == "error" and "worker process was killed" in mallory[0].feedback
 
@@ -107,7 +107,7 @@ def test_a_file_that_is_no_notebook_is_one_row_and_the_run_goes_on(tmp_path):
     rows = [row for row in read_gradebook(tmp_path / "g.csv") if row.submission.endswith("notes.txt")]
     assert len(rows) == 1 and rows[0].status == "error" and "not valid JSON" in rows[0].feedback
     summary = (tmp_path / "summary.md").read_text()
-    assert "| class/alice/01_attention_math.ipynb | 1 | 5 / 5 |" in summary and "notes.txt" in summary
+    assert "| class/alice/01_attention_math.ipynb | 1 | 6 / 6 |" in summary and "notes.txt" in summary
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from attention_book.grade.submission import find_chapter
 from tests.unit.grade_support import check_cells, solved, student_notebook, with_cell, write
 
 FAST = Limits(timeout=60.0)
-CHAPTER_1 = ["1.1", "1.2", "1.3", "1.4", "1.5"]
+CHAPTER_1 = ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
 
 
 def statuses(rows):
@@ -44,7 +44,7 @@ def test_solved_blank_and_half_done_give_full_zero_and_partial_points(tmp_path, 
     assert points(blank_rows) == dict.fromkeys(CHAPTER_1, 0)
     assert statuses(blank_rows) == dict.fromkeys(CHAPTER_1, "not attempted")
     half = grade(tmp_path, solved(only={0, 2}))
-    assert points(half) == {"1.1": 1, "1.2": 0, "1.3": 1, "1.4": 0, "1.5": 0}
+    assert points(half) == {"1.1": 1, "1.2": 0, "1.3": 1, "1.4": 0, "1.5": 0, "1.6": 0}
     for row in full + blank_rows + half:
         assert set(row.as_dict()) == set(COLUMNS) and row.status in STATUSES and row.max_points == 1
         assert row.chapter == "1" and len(row.sha256) == 64 and "\n" not in row.feedback
@@ -115,7 +115,7 @@ def test_tampering_scores_as_if_it_were_not_there(tmp_path, tampering, blank_row
 
 def test_tampering_beside_real_answers_takes_nothing_from_them(tmp_path):
     notebook = with_cell(with_cell(solved(only={0}), PATCH_THE_PACKAGE, after=1), PATCH_TORCH, after=3)
-    assert points(grade(tmp_path, notebook)) == {"1.1": 1, "1.2": 0, "1.3": 0, "1.4": 0, "1.5": 0}
+    assert points(grade(tmp_path, notebook)) == {"1.1": 1, "1.2": 0, "1.3": 0, "1.4": 0, "1.5": 0, "1.6": 0}
 
 
 # ---------------------------------------------------------------------------------
@@ -164,7 +164,14 @@ def test_the_chapter_is_found_from_the_notebook_not_its_file_name(tmp_path):
 def test_a_cell_that_never_ends_times_out_and_keeps_what_came_before(tmp_path):
     notebook = with_cell(solved(), "while True:\n    pass\n", after=1)
     rows = grade(tmp_path, notebook, limits=Limits(timeout=4.0))
-    assert statuses(rows) == {"1.1": "passed", "1.2": "passed", "1.3": "timeout", "1.4": "timeout", "1.5": "timeout"}
+    assert statuses(rows) == {
+        "1.1": "passed",
+        "1.2": "passed",
+        "1.3": "timeout",
+        "1.4": "timeout",
+        "1.5": "timeout",
+        "1.6": "timeout",
+    }
     assert "did not finish in 4 s" in rows[2].feedback and "while True" in rows[2].feedback
 
 
@@ -173,7 +180,14 @@ def test_an_answer_that_never_returns_times_out_alone(tmp_path):
         solved(), "def hardly(d_k):\n    while True:\n        pass\nscaling_matters = hardly\n", after=2
     )
     rows = grade(tmp_path, notebook, limits=Limits(timeout=4.0))
-    assert statuses(rows) == {"1.1": "passed", "1.2": "passed", "1.3": "timeout", "1.4": "passed", "1.5": "passed"}
+    assert statuses(rows) == {
+        "1.1": "passed",
+        "1.2": "passed",
+        "1.3": "timeout",
+        "1.4": "passed",
+        "1.5": "passed",
+        "1.6": "passed",
+    }
 
 
 @pytest.mark.parametrize(
@@ -210,7 +224,14 @@ def test_memory_and_disk_have_limits(tmp_path):
     rows = grade(tmp_path, notebook, limits=Limits(timeout=60.0, memory_bytes=2**30, file_bytes=2**20))
     assert statuses(rows) == dict.fromkeys(CHAPTER_1, "passed")
     unlimited = grade(tmp_path, notebook, limits=Limits(timeout=60.0, memory_bytes=2**33, file_bytes=2**23))
-    assert statuses(unlimited) == {"1.1": "passed", "1.2": "failed", "1.3": "failed", "1.4": "passed", "1.5": "passed"}
+    assert statuses(unlimited) == {
+        "1.1": "passed",
+        "1.2": "failed",
+        "1.3": "failed",
+        "1.4": "passed",
+        "1.5": "passed",
+        "1.6": "passed",
+    }
 
 
 def test_files_written_by_cells_land_in_a_folder_that_is_removed(tmp_path):

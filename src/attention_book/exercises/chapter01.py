@@ -6,6 +6,7 @@
     near-hard and a soft choice, or say that none exist for this d_k.
 1.4 Bahdanau's additive attention: scores tanh(q_i W_1 + k_j W_2) w, then weights and outputs.
 1.5 The influence of every token on a recurrent layer's last state, relative to the last token's.
+1.6 The longest sequence for which self-attention (with W_O) does less work than a recurrent layer with g gates.
 
 Each checker tests the answer on fresh random inputs against the reference
 (:func:`~attention_book.attention_scores`, :func:`~attention_book.softmax`,
@@ -15,7 +16,10 @@ answers by what they compute.
 
 from __future__ import annotations
 
+import itertools
 import math
+from dataclasses import dataclass
+from fractions import Fraction
 
 import torch
 
@@ -1038,10 +1042,10 @@ def _check_influence(answer) -> None:
         "the influence is relative to the last token (the entry at t = T - 1 is 1), not the first": _influence_relative_to_first(
             x, W_x, W_h
         ),
-        "the state update is h_t = tanh(x_t W_x + h_(t-1) W_h): you left out the tanh": _influence_without_tanh(
+        "the state update is z_t = tanh(x_t W_x + z_(t-1) W_h): you left out the tanh": _influence_without_tanh(
             x, W_x, W_h
         ),
-        "the state is a row vector multiplied on the right, h_(t-1) @ W_h; you used W_h transposed": _influence_transposed(
+        "the state is a row vector multiplied on the right, z_(t-1) @ W_h; you used W_h transposed": _influence_transposed(
             x, W_x, W_h
         ),
         "entry t belongs to token t: the first token first, the last one (value 1) at the end": _influence_reversed(
@@ -1211,7 +1215,7 @@ def _relative_to_last_probe(answer):
 
 
 def _chain_through_tanh_probe(answer):
-    """One feature, W_x = 1, W_h = 0.8, x_t = 1: the influence of token t is (1 - h_t^2) times the product over the
+    """One feature, W_x = 1, W_h = 0.8, x_t = 1: the influence of token t is (1 - z_t^2) times the product over the
     later steps s of 0.8 (1 - h_s^2) (tanh's slope at each state), relative to the last token's (1 - h_(T-1)^2)."""
     T = 5
     x = torch.ones(T, 1, dtype=torch.float64)
@@ -1228,18 +1232,18 @@ def _chain_through_tanh_probe(answer):
     if float(got[:-1].abs().max()) == 0.0 and float(got[-1]) == 1.0:
         return (
             f"only the last token has an influence in yours ({[round(float(v), 4) for v in got]}): the gradient does not "
-            "flow back through the previous state. Keep h_(t-1) attached (no .detach(), .data or .item() inside the "
-            "loop) and in the update, h_t = tanh(x_t W_x + h_(t-1) W_h), so the chain rule runs through every step"
+            "flow back through the previous state. Keep z_(t-1) attached (no .detach(), .data or .item() inside the "
+            "loop) and in the update, z_t = tanh(x_t W_x + z_(t-1) W_h), so the chain rule runs through every step"
         )
     plain = [0.8 ** (T - 1 - t) for t in range(T)]
     cause = (
-        "yours are 0.8^(T - 1 - t), as if the state were not squashed: the update is h_t = tanh(x_t W_x + h_(t-1) W_h), and "
+        "yours are 0.8^(T - 1 - t), as if the state were not squashed: the update is z_t = tanh(x_t W_x + z_(t-1) W_h), and "
         "every step multiplies the gradient by tanh's slope too"
         if torch.allclose(got, torch.tensor(plain, dtype=torch.float64), rtol=1e-4)
-        else "backpropagate from the sum of the last state through every step h_t = tanh(x_t W_x + h_(t-1) W_h)"
+        else "backpropagate from the sum of the last state through every step z_t = tanh(x_t W_x + z_(t-1) W_h)"
     )
     return (
-        f"with one feature, W_x = 1, W_h = 0.8 and x_t = 1 for {T} tokens, token t's influence is tanh's slope 1 - h_t^2 times "
+        f"with one feature, W_x = 1, W_h = 0.8 and x_t = 1 for {T} tokens, token t's influence is tanh's slope 1 - z_t^2 times "
         f"0.8 (1 - h_s^2) for every later step s (relative to the last token's), {[round(v, 4) for v in wanted]}; yours are "
         f"{[round(float(v), 4) for v in got]}: {cause}"
     )
@@ -1299,13 +1303,13 @@ _RECURRENCE_SLIPS = {
     "token 0 has no influence in yours: the loop must run over every token, t = 0 to T - 1 (range(T), not range(1, T))": {
         "first": 1
     },
-    "x_t goes with W_x and the state with W_h: the update is tanh(x_t W_x + h_(t-1) W_h), you swapped the matrices": {
+    "x_t goes with W_x and the state with W_h: the update is tanh(x_t W_x + z_(t-1) W_h), you swapped the matrices": {
         "swap": True
     },
-    "you left out the tanh: the update is h_t = tanh(x_t W_x + h_(t-1) W_h)": {"step": "none"},
-    "the state is a row vector multiplied on the right, h_(t-1) @ W_h; you used W_h transposed": {"step": "W_h.T"},
-    "you used relu where the update has tanh: h_t = tanh(x_t W_x + h_(t-1) W_h)": {"step": "relu"},
-    "you used sigmoid where the update has tanh: h_t = tanh(x_t W_x + h_(t-1) W_h)": {"step": "sigmoid"},
+    "you left out the tanh: the update is z_t = tanh(x_t W_x + z_(t-1) W_h)": {"step": "none"},
+    "the state is a row vector multiplied on the right, z_(t-1) @ W_h; you used W_h transposed": {"step": "W_h.T"},
+    "you used relu where the update has tanh: z_t = tanh(x_t W_x + z_(t-1) W_h)": {"step": "relu"},
+    "you used sigmoid where the update has tanh: z_t = tanh(x_t W_x + z_(t-1) W_h)": {"step": "sigmoid"},
 }
 _TARGET_SLIPS = {
     "you backpropagated from the last state's norm: backpropagate from its sum, state.sum()": {"out": "norm"},
@@ -1355,11 +1359,142 @@ add_properties(
         Property("the order of the entries (entry t is token t's influence)", _order_probe),
         Property("relative to the last token (its entry is 1)", _relative_to_last_probe),
         Property(
-            "the recurrence (h starts at 0, h_t = tanh(x_t W_x + h_(t-1) W_h) for every token)",
+            "the recurrence (z starts at 0, z_t = tanh(x_t W_x + z_(t-1) W_h) for every token)",
             _slips_probe(_RECURRENCE_SLIPS),
         ),
         Property("what is differentiated (the sum of the last state, through every step)", _slips_probe(_TARGET_SLIPS)),
         Property("the size of a gradient is its length (norm)", _gradient_norm_probe),
         Property("the chain rule through the recurrence (tanh's slope at every later step)", _chain_through_tanh_probe),
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------
+# 1.6 The longest sequence for which attention is cheaper than a recurrent layer
+#
+# Self-attention with its output projection W_O does 4 T d^2 + 2 T^2 d multiply-adds, a recurrent layer with g
+# gates 2 g T d^2 (each gate multiplies the token and the previous state by a d x d matrix). Dividing by 2 T d,
+# attention is cheaper exactly while T < (g - 2) d. A wrong answer is recognised by the count it used: the family
+# below varies every part of the count and of the question one at a time (and in combination), and the hint names
+# each part that differs from the right one.
+
+
+def _cheaper_solution(d: int, gates: int) -> int:
+    """The largest length T >= 1 at which self-attention with W_O does fewer multiply-adds than a recurrent layer of
+    width d with ``gates`` gates, or 0 if there is none."""
+    # attention 4 T d^2 + 2 T^2 d < recurrent 2 gates T d^2  <=>  (divided by 2 T d)  T < (gates - 2) d
+    return max(0, (gates - 2) * d - 1)
+
+
+@dataclass(frozen=True)
+class _Count:
+    """One way of counting: attention a T d^2 + b T^2 d against c g T d^2 (g fixed to ``fixed_gates`` if set), then
+    the question answered: ``"last"`` (largest T where attention is strictly cheaper), ``"last or equal"`` (where it
+    is not dearer) or ``"first dearer"`` (the first T where it no longer is); ``floor``: 0 when no T >= 1 qualifies."""
+
+    a: int = 4
+    b: int = 2
+    c: int = 2
+    fixed_gates: int | None = None
+    question: str = "last"
+    floor: bool = True
+
+    def __call__(self, d: int, gates: int) -> int:
+        g = gates if self.fixed_gates is None else self.fixed_gates
+        bound = Fraction((self.c * g - self.a) * d, self.b)  # attention is cheaper exactly while T < bound
+        if self.question == "first dearer":
+            return max(1, math.ceil(bound))
+        value = math.floor(bound) if self.question == "last or equal" else math.ceil(bound) - 1
+        return max(0, value) if self.floor else value
+
+
+_RIGHT_COUNT = _Count()
+_COUNT_HINTS = {
+    ("a", 3): "attention with W_O does 4 T d^2 for its projections (queries, keys, values and the output), not 3 T d^2",
+    ("b", 1): "the T x T part is two products, the scores Q K^T and the mixing A V: 2 T^2 d, not T^2 d",
+    ("c", 1): "each gate multiplies both the token and the previous state by a d x d matrix: 2 T d^2 per gate, "
+    "not T d^2",
+    ("fixed_gates", 4): "the recurrent layer's work depends on gates (2 gates T d^2); you counted 4 gates whatever "
+    "gates is",
+    ("question", "last or equal"): "where the two counts are equal attention is not cheaper: return the largest T "
+    "at which its count is strictly smaller",
+    ("question", "first dearer"): "you returned the first length at which attention is no longer cheaper; return "
+    "the last one at which it still is (one less), or 0 if there is none",
+    ("floor", False): "when attention is cheaper at no length T >= 1 (gates <= 2, say), return 0, not a negative "
+    "number",
+}
+
+
+def _count_family() -> list[_Count]:
+    """Every way of counting the family knows, the fewest departures from the right count first."""
+    options = {"a": (4, 3), "b": (2, 1), "c": (2, 1), "fixed_gates": (None, 4)}
+    questions = [
+        ("last", True),
+        ("last", False),
+        ("last or equal", True),
+        ("last or equal", False),
+        ("first dearer", True),
+    ]
+    counts = [
+        _Count(a=a, b=b, c=c, fixed_gates=fixed, question=question, floor=floor)
+        for a, b, c, fixed in itertools.product(*options.values())
+        for question, floor in questions
+    ]
+    return sorted(counts, key=lambda count: len(_departures(count)))
+
+
+def _departures(count: _Count) -> list[str]:
+    """The hints for each part in which ``count`` differs from the right one."""
+    return [
+        hint
+        for (name, value), hint in _COUNT_HINTS.items()
+        if getattr(count, name) == value and getattr(_RIGHT_COUNT, name) != value
+    ]
+
+
+def _whole_number(value, where: str) -> int:
+    """A length returned as int (or an integral float, NumPy or one-element tensor); anything else fails."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not hasattr(value, "__float__"):
+        raise ExerciseFailure(f"{where} you returned {value!r} ({type(value).__name__}); return a length, an int")
+    if not float(value).is_integer():
+        raise ExerciseFailure(f"{where} you returned {float(value):g}; a length is a whole number of tokens")
+    return int(value)
+
+
+def _check_cheaper_lengths(answer) -> None:
+    generator = random_generator()
+    drawn = [int(w) for w in torch.randint(4, 1025, (3,), generator=generator)]
+    cases = [(d, gates) for d in (1, 2, 3, 64, 512, *drawn) for gates in range(1, 7)]
+    got = {case: _whole_number(call(answer, *case), f"for d = {case[0]}, gates = {case[1]}") for case in cases}
+    wrong = [case for case in cases if got[case] != _cheaper_solution(*case)]
+    if not wrong:
+        return
+    for count in _count_family()[1:]:
+        if all(got[case] == count(*case) for case in cases):
+            raise ExerciseFailure("; ".join(_departures(count)))
+    d, gates = wrong[0]
+    raise ExerciseFailure(
+        f"for d = {d} and gates = {gates} you returned {got[d, gates]}, but attention (4 T d^2 + 2 T^2 d "
+        f"multiply-adds) stays below the recurrent layer (2 gates T d^2) up to T = {_cheaper_solution(d, gates)}: "
+        "write both counts for one T, divide by 2 T d and solve for T"
+    )
+
+
+register(
+    "1.6",
+    "The longest sequence for which attention is cheaper",
+    _check_cheaper_lengths,
+    answer="longest_cheaper_length",
+    solution=_cheaper_solution,
+    mistakes=[
+        Mistake("without W_O", _Count(a=3), "not 3 T d^2"),
+        Mistake("scores only", _Count(b=1), "2 T^2 d, not T^2 d"),
+        Mistake("one product per gate", _Count(c=1), "2 T d^2 per gate"),
+        Mistake("gates ignored", _Count(fixed_gates=4), "whatever gates is"),
+        Mistake("equal counts included", _Count(question="last or equal"), "strictly smaller"),
+        Mistake("first dearer length", _Count(question="first dearer"), "no longer cheaper"),
+        Mistake("negative when never cheaper", _Count(floor=False), "not a negative number"),
     ],
 )
