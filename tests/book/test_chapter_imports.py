@@ -42,11 +42,6 @@ KNOWN_IMPORT_FINDINGS = {
 }
 KNOWN_LONG_OPENING_CELLS = {"06_encoder_decoder": 46}
 KNOWN_DANGLING_COMMENTS = {
-    ("02_key_value_store", ")  # (T, T): a token sees itself and the token before it"),
-    ("04_multi_head", ")  # (batch, T, 16) -> (batch, heads, T, 4)"),
-    ("04_multi_head", ")  # (3, 9, 16): width 6 -> 16"),
-    ("04_multi_head", ")  # (3, 4, 5, 4) and (3, 4, 5, 9)"),
-    ("04_multi_head", ")  # (3, heads, 7, 4): the heads before W_O"),
     ("06_encoder_decoder", ")  # (1, steps)"),
 }
 

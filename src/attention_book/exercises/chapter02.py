@@ -217,7 +217,9 @@ def _head_case(generator, T_q, T_k, d_model, d_k, d_v, self_attention=False):
     return x_query, x_memory, W_Q, W_K, W_V
 
 
-def _run_head_case(answer, args, where: str) -> None:
+def _run_head_case(answer, args, where: str, *, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+    """Judge one case; ``atol``/``rtol``: how far a right answer computed in float32 may land from the reference (wider
+    for scores in the hundreds, where float32's rounding of a score moves a weight by up to a few times 1e-5)."""
     x_query, x_memory, *matrices = args
     name_sizes(
         T_q=x_query.shape[0],
@@ -236,7 +238,7 @@ def _run_head_case(answer, args, where: str) -> None:
     expected_H, expected_A = _reference_attend(*args)
     A = require_tensor_like(A, expected_A, f"A {where}")
     H = require_tensor_like(H, expected_H, f"H {where}")
-    if torch.allclose(A, expected_A, atol=1e-5, rtol=1e-4) and torch.allclose(H, expected_H, atol=1e-5, rtol=1e-4):
+    if torch.allclose(A, expected_A, atol=atol, rtol=rtol) and torch.allclose(H, expected_H, atol=atol, rtol=rtol):
         return  # right: no need to work out what the known mistakes would give
     known_weights, known_outputs = _head_mistakes(args)
     _check_head_weights(A, expected_A, f"A {where}", known=known_weights)
@@ -277,7 +279,10 @@ def _check_attend(answer) -> None:
             "A contains nan or inf when the scores are large (hundreds): exp() overflowed. Subtract each row's "
             "largest score before exp (the softmax does not change), or use torch.softmax"
         )
-    _run_head_case(answer, args, "(self-attention with scores in the hundreds and two equal tokens)")
+    # A right answer's weight moved by 2.35e-5 here (1 run in 400): float32 rounds scores in the hundreds.
+    _run_head_case(
+        answer, args, "(self-attention with scores in the hundreds and two equal tokens)", atol=1e-4, rtol=1e-3
+    )
 
 
 register(
