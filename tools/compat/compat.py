@@ -434,6 +434,8 @@ def result_text(result: dict) -> str:
         return f"failed: {result['build']['problem']}"
     failed = [name for name, check in result["checks"].items() if not check["passed"]]
     done = f"in {result['minutes']} min"
+    if result["environment"] == "colab" and not (result.get("versions") or {}).get("en-core-web-sm"):
+        done += "; without spaCy's en_core_web_sm (a GitHub download, out of reach there)"
     return f"passed ({', '.join(result['checks'])}) {done}" if not failed else f"failed: {', '.join(failed)} {done}"
 
 
