@@ -102,7 +102,17 @@ def test_another_machine_s_weights_with_the_same_outcome_pass(stored_folder, mon
     report = runs.report()  # weights 0.3 apart from the stored run: fine, the outcome is within the seeds' spread
     assert "steps 470 here, 500 earlier (the 3 seeds trained earlier span 360 to 500)" in report
     assert "validation 99.3% here, 99.5% earlier (the 3 seeds trained earlier span 99.4% to 99.9%)" in report
-    assert "within the spread of the seeds" in report
+    # 99.3% lies below the seeds' own span (99.4-99.9%) but inside the band that span widened by its width: said so
+    assert "outside the seeds' span but within the band allowed" in report
+    assert "within the spread of the seeds" not in report
+
+
+def test_a_run_inside_the_seeds_own_span_is_said_to_be_within_their_spread(stored_folder, monkeypatch):
+    store_seeds(monkeypatch, [(500, 0.995), (420, 0.994), (360, 0.999)])
+    runs = ab.StoredRuns("toy")
+    runs.run("linear", 0, build(0), train([], steps=470, shift=1.3, accuracy=0.996))
+    report = runs.report()
+    assert "within the spread of the seeds" in report and "outside" not in report
 
 
 @pytest.mark.parametrize(
