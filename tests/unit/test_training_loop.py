@@ -294,3 +294,12 @@ def test_an_early_stopped_notebook_bar_is_drawn_full_and_green():
     assert len(progress) == 1
     assert progress[0].value == progress[0].max == 21 and progress[0].bar_style == "success"
     assert "(target reached)" in bar.desc
+
+
+def test_the_history_plot_puts_its_legend_where_asked():
+    """``legend_loc`` (chapter 2 moves the legend off the curve) works on matplotlib 3.7, the floor: no
+    Legend.set_loc (3.8) is needed."""
+    history = History(step_loss=[3.0, 1.0, 0.1], valid_metric=[0.9], steps=3, epoch=[1])
+    for where, code in (("center right", 7), ("lower left", 3)):
+        ax = history.plot(legend_loc=where) if where != "center right" else history.plot()
+        assert ax.figure.axes[-1].get_legend()._loc == code

@@ -61,9 +61,11 @@ class History:
     stopped: str = ""  # why training ended: target reached, step limit or all epochs
     gradient_norm: list[float] = field(default_factory=list)  # of all parameters together, before clipping
 
-    def plot(self, ax=None, title: str = "Training", metric: str = "validation metric"):
+    def plot(
+        self, ax=None, title: str = "Training", metric: str = "validation metric", legend_loc: str = "center right"
+    ):
         """Loss per step (left axis) and validation metric per epoch (right axis, if any, named ``metric``),
-        with a legend naming both."""
+        with a legend naming both, placed at ``legend_loc`` (matplotlib's ``loc``)."""
         import matplotlib.pyplot as plt
 
         if ax is None:
@@ -86,7 +88,7 @@ class History:
             right.set_ylabel(metric)
             right.set_ylim(0, 1.02)
             lines = ax.get_lines() + right.get_lines()
-            right.legend(lines, [line.get_label() for line in lines], loc="center right", fontsize=9)
+            right.legend(lines, [line.get_label() for line in lines], loc=legend_loc, fontsize=9)
         ax.figure.tight_layout()
         return ax
 
