@@ -506,8 +506,7 @@ def _check_multi_head_attention(answer) -> None:
             expected_out,
             f"the output tensor {size}",
             known_mistakes={hint: result[0] for hint, result in wrong.items()},
-            # The same rounding, carried into outputs of size ~10 by values of size ~30: a right float64 answer
-            # landed 2.3e-3 from the float32 reference (found by the catalogue's float64 variant under torch 2.6).
+            # The same rounding through values of size ~30: a right float64 answer landed 2.3e-3 away (torch 2.6)
             atol=1e-2 if x_scale > 1 else 1e-4,
             rtol=1e-3 if x_scale > 1 else 1e-4,
         )
