@@ -101,3 +101,15 @@ def test_pip_refuses_the_package_beside_ipywidgets_6_with_a_message_naming_our_r
     assert "conflicting dependencies" in result.stderr, result.stderr[-3000:]
     assert re.search(r"attention-book \S+ depends on ipywidgets<9 and >=7\.7", result.stdout + result.stderr)
     assert "The user requested ipywidgets==6.0.1" in result.stdout + result.stderr
+
+
+def test_the_site_build_never_reads_the_virtual_environments():
+    """make compat leaves whole virtual environments in .compat/ (as make setup does in .venv and the Colab test in
+    .colab-venv); their packages ship Markdown files that Sphinx would read (and fail on) unless _config.yml
+    excludes the folders: a make test after a make compat once failed so."""
+    import yaml
+
+    excluded = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))["exclude_patterns"]
+    ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
+    for folder in (".venv", ".colab-venv", ".compat"):
+        assert f"{folder}/" in ignored and folder in excluded, folder
