@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUILD_DIR := _build
 
-.PHONY: help setup book test lint format lab exercises widgets classroom nbgrader bench seeds study clean node browser compat
+.PHONY: help setup book test lint format lab exercises widgets chapter classroom nbgrader bench seeds study clean node browser compat
 
 help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
@@ -25,6 +25,7 @@ help:
 	@echo "make format     fix what ruff can fix and format the code, Python and the widgets' JS (not the chapters)"
 	@echo "make lab        open the chapters in JupyterLab (their Colab edition, notebooks/colab/)"
 	@echo "make exercises  regenerate notebooks/colab/ and notebooks/exercises/ from the chapters"
+	@echo "make chapter    execute chapters in place as their stored outputs must be (NB=notebooks/06_encoder_decoder.ipynb)"
 	@echo "make widgets    write the widgets' current JavaScript into every saved notebook (seconds, nothing executed)"
 	@echo "make classroom  a GitHub Classroom assignment template per chapter -> $(BUILD_DIR)/classroom/ (CHAPTER=N: one)"
 	@echo "make nbgrader   an nbgrader course (JupyterHub), one assignment per chapter -> $(BUILD_DIR)/nbgrader/ (CHAPTER=N: one)"
@@ -102,6 +103,15 @@ format: $(STAMP) $(NODE_STAMP)
 	$(BIN)/ruff check --fix $(LINTED)
 	$(BIN)/ruff format $(LINTED)
 	$(BIOME) format --write
+
+# Execute chapters in place (NB=notebooks/NN_name.ipynb ..., default every chapter): widget state stored, each
+# figure stamped with its smallest text size (tests/book/test_site_figures.py needs it), streams merged; then the
+# code formatted to 88 columns and the Colab and student editions regenerated (tools/notebooks/execute_chapter.py).
+NB ?= $(wildcard notebooks/0*.ipynb)
+chapter: $(STAMP)
+	$(PY) tools/notebooks/execute_chapter.py $(NB)
+	$(PY) tools/notebooks/format_chapters.py $(NB)
+	$(PY) tools/notebooks/generate_exercises.py notebooks notebooks/exercises
 
 # Every saved widget carries the widgets' JavaScript (`_esm`): after editing src/attention_book/widgets/js/,
 # this rewrites it in the chapters, their Colab edition and the student notebooks without executing them
