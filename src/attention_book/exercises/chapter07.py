@@ -13,12 +13,14 @@ checks run in a fraction of a second.
 
 from __future__ import annotations
 
+import inspect
 import numbers
 
 import torch
 from torch import nn
 
-from ..training.transfer import probe_accuracy, train_linear_probe
+from .._validation import require_labels
+from ..training.transfer import LinearProbe, probe_accuracy, train_linear_probe
 from ..transformer import Encoder
 from ..transformer import mean_pool as reference_mean_pool
 from ._core import (
@@ -292,54 +294,116 @@ register(
 
 # ---------------------------------------------------------------------------------
 # 7.3 (design) Pick the layer whose frozen features classify best
+#
+# The answer trains its probes with ``fit(features, labels)`` and measures them with ``score(probe, features,
+# labels)``, two arguments whose defaults are the chapter's train_linear_probe and probe_accuracy. The checker passes
+# its own fast probe through them (:class:`_RecordingProbes`: a closed-form linear probe, microseconds where a
+# logistic probe takes 0.1 s), so a check takes milliseconds where it took a second (issue 45), and it records what
+# each call was given, so that a probe fitted on the wrong split or scored against the wrong labels is named. An
+# answer written before these two arguments existed (four parameters) is called as before and trains its own
+# logistic probes: slower, judged the same.
 
 
-def _best_layer_solution(train_features, train_labels, valid_features, valid_labels) -> int:
+def _best_layer_solution(
+    train_features, train_labels, valid_features, valid_labels, fit=train_linear_probe, score=probe_accuracy
+) -> int:
     """The layer whose linear probe, trained on the training features, is most accurate on the validation features."""
     num_layers = train_features.shape[1]
     accuracies = []
     for layer in range(num_layers):
-        probe = train_linear_probe(train_features[:, layer], train_labels)  # fit on training data only
-        accuracies.append(probe_accuracy(probe, valid_features[:, layer], valid_labels))  # judge on held-out data
+        probe = fit(train_features[:, layer], train_labels)  # fit on training data only
+        accuracies.append(score(probe, valid_features[:, layer], valid_labels))  # judge on held-out data
     return max(range(num_layers), key=lambda layer: accuracies[layer])
 
 
-def _best_by_training_accuracy(train_features, train_labels, valid_features, valid_labels):
+def _best_by_training_accuracy(
+    train_features, train_labels, valid_features, valid_labels, fit=train_linear_probe, score=probe_accuracy
+):
     scores = [
-        probe_accuracy(train_linear_probe(train_features[:, i], train_labels), train_features[:, i], train_labels)
+        score(fit(train_features[:, i], train_labels), train_features[:, i], train_labels)
         for i in range(train_features.shape[1])
     ]
     return max(range(len(scores)), key=lambda i: scores[i])
 
 
-def _trained_on_validation(train_features, train_labels, valid_features, valid_labels):
+def _trained_on_validation(
+    train_features, train_labels, valid_features, valid_labels, fit=train_linear_probe, score=probe_accuracy
+):
     scores = [
-        probe_accuracy(train_linear_probe(valid_features[:, i], valid_labels), valid_features[:, i], valid_labels)
+        score(fit(valid_features[:, i], valid_labels), valid_features[:, i], valid_labels)
         for i in range(valid_features.shape[1])
     ]
     return max(range(len(scores)), key=lambda i: scores[i])
 
 
-def _always_last_layer(train_features, train_labels, valid_features, valid_labels):
+def _always_last_layer(train_features, train_labels, valid_features, valid_labels, fit=None, score=None):
     return train_features.shape[1] - 1
 
 
-def _largest_features(train_features, train_labels, valid_features, valid_labels):
+def _largest_features(train_features, train_labels, valid_features, valid_labels, fit=None, score=None):
     return int(train_features.norm(dim=-1).mean(dim=0).argmax())
 
 
-def _counted_from_one(train_features, train_labels, valid_features, valid_labels):
-    return (
-        _best_layer_solution(train_features, train_labels, valid_features=valid_features, valid_labels=valid_labels) + 1
+def _counted_from_one(
+    train_features, train_labels, valid_features, valid_labels, fit=train_linear_probe, score=probe_accuracy
+):
+    chosen = _best_layer_solution(
+        train_features, train_labels, valid_features=valid_features, valid_labels=valid_labels, fit=fit, score=score
     )
+    return chosen + 1
 
 
-def _worst_layer(train_features, train_labels, valid_features, valid_labels):
+def _worst_layer(
+    train_features, train_labels, valid_features, valid_labels, fit=train_linear_probe, score=probe_accuracy
+):
     scores = [
-        probe_accuracy(train_linear_probe(train_features[:, i], train_labels), valid_features[:, i], valid_labels)
+        score(fit(train_features[:, i], train_labels), valid_features[:, i], valid_labels)
         for i in range(train_features.shape[1])
     ]
     return min(range(len(scores)), key=lambda i: scores[i])
+
+
+def _swapped_splits(
+    train_features, train_labels, valid_features, valid_labels, fit=train_linear_probe, score=probe_accuracy
+):
+    scores = [
+        score(fit(valid_features[:, i], valid_labels), train_features[:, i], train_labels)
+        for i in range(train_features.shape[1])
+    ]
+    return max(range(len(scores)), key=lambda i: scores[i])
+
+
+def _scored_against_training_labels(
+    train_features, train_labels, valid_features, valid_labels, fit=train_linear_probe, score=probe_accuracy
+):
+    scores = [
+        score(fit(train_features[:, i], train_labels), valid_features[:, i], train_labels)
+        for i in range(train_features.shape[1])
+    ]
+    return max(range(len(scores)), key=lambda i: scores[i])
+
+
+def _fast_probe(features: torch.Tensor, labels: torch.Tensor) -> LinearProbe:
+    """A linear probe fitted in closed form: each feature standardised with the training set's mean and spread (as
+    :func:`train_linear_probe` does), then the nearest class mean. As a :class:`LinearProbe`, its logits for class c
+    are ``x . m_c - |m_c|^2 / 2`` (x and the class means m_c standardised), whose argmax is the nearest class mean.
+
+    On the checker's layers it gives every layer the role the logistic probe gives it (the best layer, the shortcut
+    that only the training set has, the one that only the validation set has, the flipped layer: 2,000 seeds in
+    ``tests/unit/test_exercises_chapter07.py``), in microseconds instead of 200 Adam steps."""
+    features = features.detach().float()
+    labels = labels.long()
+    num_classes = max(2, int(labels.max()) + 1)
+    probe = LinearProbe(features.mean(0), features.std(0).clamp_min(1e-6), num_classes)
+    standardised = (features - probe.mean) / probe.std  # (N, d)
+    present = torch.stack([(labels == c).any() for c in range(num_classes)])  # (classes,)
+    means = torch.stack(
+        [standardised[labels == c].mean(0) if present[c] else probe.mean * 0 for c in range(num_classes)]
+    )
+    with torch.no_grad():
+        probe.linear.weight.copy_(means)  # (classes, d)
+        probe.linear.bias.copy_(torch.where(present, -0.5 * means.pow(2).sum(-1), torch.tensor(-1e9)))
+    return probe.eval()
 
 
 def _layer_features(
@@ -433,19 +497,203 @@ def _layer_probe_data():
 
 _BEST_PROBE_LAYER = 2
 
+_TRAINING_ACCURACY = (
+    "you judged the layers by their accuracy on the TRAINING features; a layer can fit the training set perfectly and "
+    "still fail on new data. Train on the training features, compare on the validation features"
+)
+_TRAINED_ON_VALIDATION = (
+    "you trained the probes on the VALIDATION features (and scored them there), so a layer with a shortcut that only "
+    "the validation set has wins. Fit each probe on the training features only; the validation features are for "
+    "comparing the layers"
+)
+_SWAPPED_SPLITS = (
+    "you fitted each probe on the VALIDATION features and scored it on the TRAINING features: the two splits' roles "
+    "are swapped, so the examples that should judge a probe are the ones it learned from. Call "
+    "fit(train_features[:, layer], train_labels), then score(probe, valid_features[:, layer], valid_labels)"
+)
+_FITTED_ON_BOTH = (
+    "you fitted each probe on the training and validation features together, so the validation accuracy no longer "
+    "measures unseen data. Fit on the training features alone and score on the validation features"
+)
+_WRONG_FIT_LABELS = (
+    "you fitted a probe on the {features} features with the {labels} labels, which belong to other examples: each "
+    "split's features go with its own labels, fit(train_features[:, layer], train_labels)"
+)
+_WRONG_SCORE_LABELS = (
+    "you scored a probe on the {features} features against the {labels} labels, which belong to other examples, so "
+    "every layer scores about 50%: score(probe, valid_features[:, layer], valid_labels)"
+)
+_MIXED_LAYERS = (
+    "you scored the probe fitted on layer {fitted}'s features on layer {scored}'s features: fit one probe per layer "
+    "(inside the loop) and score it on the same layer's validation features"
+)
+_ALL_LAYERS = (
+    "you gave {call} the features of every layer at once, shape {shape}: a probe reads one layer's features, "
+    "train_features[:, layer] of shape {one}, so fit and score once per layer"
+)
 
-def _layer_number(result, num_layers: int) -> int:
+
+class _RecordingProbes:
+    """The checker's ``fit`` and ``score`` for exercise 7.3: :func:`_fast_probe` and ``probe_accuracy``, with a record
+    of what each call was given (which split and which layer the features are, which split the labels are), so that
+    :func:`_misuse` can name a probe fitted on the wrong split, scored against the wrong labels or on another layer."""
+
+    def __init__(self, train, train_labels, *, valid, valid_labels):
+        self.splits = {"training": (train, train_labels), "validation": (valid, valid_labels)}
+        self.fitted: dict[int, tuple] = {}  # id(probe) -> (split, layer, the splits its labels are)
+        self.kept: list[nn.Module] = []  # every probe fitted, kept alive so that no id is reused
+        self.scored: list[tuple] = []  # (the probe's fit or None, split, layer, the labels' splits, accuracy)
+
+    @property
+    def accuracies(self) -> list[float]:
+        return [record[-1] for record in self.scored]
+
+    def where(self, features: torch.Tensor) -> tuple[str | None, int | None]:
+        """("training", 3), ("validation", 3), ("both", 3) for a layer's two splits one after the other, or (None, None)."""
+        values = features.detach().float()
+        (train, _), (valid, _) = self.splits.values()
+        for split, (every, _) in self.splits.items():
+            for layer in range(every.shape[1]):
+                if values.shape == every[:, layer].shape and torch.equal(values, every[:, layer]):
+                    return split, layer
+        if values.shape[0] == train.shape[0] + valid.shape[0]:
+            for layer in range(train.shape[1]):
+                for both in (
+                    torch.cat([train[:, layer], valid[:, layer]]),
+                    torch.cat([valid[:, layer], train[:, layer]]),
+                ):
+                    if values.shape == both.shape and torch.equal(values, both):
+                        return "both", layer
+        return None, None
+
+    def label_splits(self, labels) -> set[str]:
+        """The splits whose labels ``labels`` are (both, where the two splits' labels are equal), or an empty set."""
+        if not isinstance(labels, torch.Tensor):
+            return set()
+        return {
+            split for split, (_, own) in self.splits.items() if labels.shape == own.shape and torch.equal(labels, own)
+        }
+
+    def require_one_layer(self, features, labels, call: str) -> None:
+        """One layer's features (N, d), as many examples as labels; otherwise the failure that says what was given."""
+        train = self.splits["training"][0]
+        if not isinstance(features, torch.Tensor):
+            first = " (score takes the probe first: score(probe, features, labels))" if call == "score" else ""
+            raise ExerciseFailure(
+                f"{call} takes one layer's features, a tensor (N, d), but was given a {type(features).__name__}{first}"
+            )
+        if features.dim() == 3:
+            one = (train.shape[0], train.shape[2])
+            raise ExerciseFailure(_ALL_LAYERS.format(call=call, shape=tuple(features.shape), one=one))
+        if features.dim() == 2 and isinstance(labels, torch.Tensor) and features.shape[0] != labels.shape[0]:
+            raise ExerciseFailure(
+                f"{call} was given the features of {features.shape[0]} examples (shape {tuple(features.shape)}) but "
+                f"{labels.shape[0]} labels: axis 0 of (examples, layers, d) holds the examples, so one layer's "
+                "features are features[:, layer], not features[layer]"
+            )
+
+    def fit(self, features, labels) -> nn.Module:
+        self.require_one_layer(features, labels, "fit")
+        probe = _fast_probe(features, require_labels(labels, features.shape[0]))
+        self.kept.append(probe)
+        self.fitted[id(probe)] = (*self.where(features), self.label_splits(labels))
+        return probe
+
+    def score(self, probe, features, labels) -> float:
+        self.require_one_layer(features, labels, "score")
+        accuracy = probe_accuracy(probe, features, labels)
+        self.scored.append((self.fitted.get(id(probe)), *self.where(features), self.label_splits(labels), accuracy))
+        return accuracy
+
+
+def _misuse(probes: _RecordingProbes) -> str | None:
+    """What the answer's calls of fit and score did wrong, read from their record (None if nothing): a probe that was
+    scored after being fitted on the validation split (scored on the training split: the splits swapped), on both
+    splits, or with the other split's labels; a score against the other split's labels or on another layer's
+    features; and scores on the training split only."""
+    splits = ("training", "validation")
+    for fitted, split, _layer, _labels, _accuracy in probes.scored:
+        if fitted is not None and fitted[0] == "validation":
+            return _SWAPPED_SPLITS if split == "training" else _TRAINED_ON_VALIDATION
+        if fitted is not None and fitted[0] == "both":
+            return _FITTED_ON_BOTH
+    for fitted, split, layer, label_splits, _accuracy in probes.scored:
+        if fitted is not None and fitted[0] in splits and fitted[2] and fitted[0] not in fitted[2]:
+            (other,) = set(splits) - {fitted[0]}
+            return _WRONG_FIT_LABELS.format(features=fitted[0].upper(), labels=other.upper())
+        if split in splits and label_splits and split not in label_splits:
+            (other,) = set(splits) - {split}
+            return _WRONG_SCORE_LABELS.format(features=split.upper(), labels=other.upper())
+        if fitted is not None and None not in (fitted[1], layer) and fitted[1] != layer:
+            return _MIXED_LAYERS.format(fitted=fitted[1], scored=layer)
+    scored_splits = {split for _fitted, split, *_rest in probes.scored}
+    if "training" in scored_splits and "validation" not in scored_splits:
+        return _TRAINING_ACCURACY
+    return None
+
+
+def _probe_parameters(answer) -> tuple[str, str] | None:
+    """The names under which the answer takes fit and score: ``fit`` and ``score``, or else the parameters whose defaults
+    are train_linear_probe and probe_accuracy; None for an answer without them (the four-parameter form)."""
+    try:
+        signature = inspect.signature(answer)
+    except (TypeError, ValueError):
+        return None
+    by_name = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = {name: p for name, p in signature.parameters.items() if p.kind in by_name}
+
+    def named(word: str, default) -> str | None:
+        if word in parameters:
+            return word
+        return next((name for name, p in parameters.items() if p.default is default), None)
+
+    names = (named("fit", train_linear_probe), named("score", probe_accuracy))
+    if None in names:
+        return None
+    try:
+        signature.bind(1, 2, 3, 4, **{names[0]: 5, names[1]: 6})
+    except TypeError:
+        return None
+    return names
+
+
+def _run_best_layer(answer, data: tuple, probes: _RecordingProbes):
+    """The answer's result on ``data`` (train, train_labels, valid, valid_labels), with the checker's fit and score if
+    it takes them, otherwise called with the four tensors alone (it then trains its own probes)."""
+    arguments = tuple(tensor.clone() for tensor in data)
+    names = _probe_parameters(answer)
+    if names is None:
+        return call(answer, *arguments)
+    return call(answer, *arguments, **{names[0]: probes.fit, names[1]: probes.score})
+
+
+def _layer_number(result, num_layers: int, accuracies: list[float] = ()) -> int:
     """The answer's layer as an int, or the failure that says what it returned instead."""
+    expected = f"a layer number (an int from 0 to {num_layers - 1})"
+    if type(result).__module__ == "torch.return_types":
+        raise ExerciseFailure(
+            f"best_layer should return {expected}, but returned the (values, indices) pair of "
+            f"torch.{type(result).__name__}: return its .indices, the layer, not the pair"
+        )
+    if isinstance(result, torch.Tensor) and result.numel() > 1:
+        raise ExerciseFailure(
+            f"best_layer should return {expected}, but returned a tensor of {result.numel()} values (shape "
+            f"{tuple(result.shape)}), one per layer?: return the one layer whose validation accuracy is highest"
+        )
     if isinstance(result, torch.Tensor) and result.numel() == 1:
         result = result.item()
+    if isinstance(result, float) and (not result.is_integer() or result in accuracies):
+        given = "what score returned" if result in accuracies else "an accuracy?"
+        raise ExerciseFailure(
+            f"best_layer should return {expected}, but returned {result:.4g} ({given}): return the position of the "
+            "highest validation accuracy, the layer, not the accuracy itself"
+        )
     if (
         isinstance(result, bool)
         or not isinstance(result, numbers.Integral)
         and not (isinstance(result, float) and result.is_integer())
     ):
-        raise ExerciseFailure(
-            f"best_layer should return a layer number (an int from 0 to {num_layers - 1}), but returned {result!r:.60}"
-        )
+        raise ExerciseFailure(f"best_layer should return {expected}, but returned {result!r:.60}")
     return int(result)
 
 
@@ -454,9 +702,13 @@ def _check_on_fixed_features(answer) -> None:
     a layer without comparing validation accuracies (the largest mean, a fixed number) finds the best of 8 layers
     now and then by chance, and is caught here. Four layers: 0 fits the training set and fails on new data, 1 is
     good, 2 the best, 3 noise."""
-    train, train_labels, valid, valid_labels = _layer_probe_data()
-    result = call(answer, train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
-    chosen, best = _layer_number(result, train.shape[1]), _BEST_PROBE_LAYER
+    train, train_labels, valid, valid_labels = data = _layer_probe_data()
+    probes = _RecordingProbes(train, train_labels, valid=valid, valid_labels=valid_labels)
+    result = _run_best_layer(answer, data, probes)
+    misuse = _misuse(probes)
+    if misuse is not None:
+        raise ExerciseFailure(misuse)
+    chosen, best = _layer_number(result, train.shape[1], probes.accuracies), _BEST_PROBE_LAYER
     if chosen == best:
         return
     if not 0 <= chosen < train.shape[1]:
@@ -464,7 +716,7 @@ def _check_on_fixed_features(answer) -> None:
             f"for features of 4 layers you chose layer {chosen}, but the layers are 0 to 3 (axis 1 of (examples, "
             "layers, features)), counted from 0"
         )
-    probes = {layer: train_linear_probe(train[:, layer], train_labels) for layer in (chosen, best)}
+    probes = {layer: _fast_probe(train[:, layer], train_labels) for layer in (chosen, best)}
     fit = probe_accuracy(probes[chosen], train[:, chosen], train_labels)
     held_out = {layer: probe_accuracy(probes[layer], valid[:, layer], valid_labels) for layer in (chosen, best)}
     raise ExerciseFailure(
@@ -475,36 +727,42 @@ def _check_on_fixed_features(answer) -> None:
     )
 
 
-def _check_best_layer(answer) -> None:
-    generator = random_generator()
-    train, train_labels, valid, valid_labels, roles = _layer_features(generator)
-    num_layers = train.shape[1]
-    result = call(answer, train.clone(), train_labels.clone(), valid.clone(), valid_labels.clone())
-    chosen = _layer_number(result, num_layers)
+def _role_hints(roles: dict[str, int], num_layers: int) -> dict[int, str]:
+    """Layer -> what choosing it says about the procedure (the roles of :func:`_layer_features`)."""
     best = roles["best"]
-    if chosen == best:
-        _check_on_fixed_features(answer)
-        return
     hints = {
-        roles[
-            "trap"
-        ]: "you judged the layers by their accuracy on the TRAINING features; a layer can fit the training set "
-        "perfectly and still fail on new data. Train on the training features, compare on the validation features",
-        roles["loud"]: "you picked the layer with the largest features; size says nothing about how well they separate "
-        "the classes. Train a probe per layer and compare validation accuracies",
+        roles["trap"]: _TRAINING_ACCURACY,
+        roles["loud"]: "you picked the layer with the largest features; size says nothing about how well they "
+        "separate the classes. Train a probe per layer and compare validation accuracies",
         roles["flipped"]: "you returned the layer with the LOWEST validation accuracy; take the highest",
-        roles["valid_trap"]: "you trained the probes on the VALIDATION features (and scored them there), so a layer "
-        "with a shortcut that only the validation set has wins. Fit each probe on the training features only; the "
-        "validation features are for comparing the layers",
+        roles["valid_trap"]: _TRAINED_ON_VALIDATION,
         num_layers - 1: "the last layer is not always the best one; measure every layer",
-        best
-        + 1: "your layer number is one too high: layer 0 is the embedding output, so count from 0 (range(num_layers))",
+        best + 1: "your layer number is one too high: layer 0 is the embedding output, so count from 0 "
+        "(range(num_layers))",
     }
     hints.setdefault(
         num_layers - 1 - best,
         "your layer number counts from the last layer: layer 0 is the embedding output, the first of axis 1, so "
         "return the position of the best layer counted from 0",
     )
+    return hints
+
+
+def _check_best_layer(answer) -> None:
+    generator = random_generator()
+    train, train_labels, valid, valid_labels, roles = _layer_features(generator)
+    probes = _RecordingProbes(train, train_labels, valid=valid, valid_labels=valid_labels)
+    result = _run_best_layer(answer, (train, train_labels, valid, valid_labels), probes)
+    misuse = _misuse(probes)
+    if misuse is not None:
+        raise ExerciseFailure(misuse)
+    num_layers = train.shape[1]
+    chosen = _layer_number(result, num_layers, probes.accuracies)
+    best = roles["best"]
+    if chosen == best:
+        _check_on_fixed_features(answer)
+        return
+    hints = _role_hints(roles, num_layers)
     if 0 <= chosen < num_layers and chosen in hints:
         raise ExerciseFailure(
             f"you chose layer {chosen}, but layer {best} classifies the validation features best: {hints[chosen]}"
@@ -534,6 +792,8 @@ register(
         Mistake(
             "trained the probes on validation", _trained_on_validation, "trained the probes on the VALIDATION features"
         ),
+        Mistake("fitted on validation, scored on training", _swapped_splits, "the two splits' roles are swapped"),
+        Mistake("scored against the training labels", _scored_against_training_labels, "against the TRAINING labels"),
     ],
 )
 
@@ -669,5 +929,4 @@ add_properties(
 
 
 # 7.3 has no property probe: its checker's features give every usual slip a layer of its own (the role-based hints
-# below name the mistake), and a probe would train a second set of linear probes, doubling a check that already
-# takes the student's own 7 trainings (issue 45).
+# above name the mistake), and the record of the answer's fit and score calls names the rest (_misuse).
