@@ -2878,6 +2878,181 @@ def _(x_train, y_train, x_valid, y_valid, train=train_linear_probe, accuracy=pro
     return int(torch.tensor(scores).argmax())
 
 
+# ---------------------------------------------------------------- 7.4 load_layer(checkpoint, layer)
+
+# The names in one BERT layer (after "encoder.layer.i.") and in the book's EncoderLayer, as students write the table.
+_BERT_TO_OURS = {
+    "attention.self.query": "self_attn.q_proj",
+    "attention.self.key": "self_attn.k_proj",
+    "attention.self.value": "self_attn.v_proj",
+    "attention.output.dense": "self_attn.out_proj",
+    "attention.output.LayerNorm": "norm1",
+    "intermediate.dense": "feed_forward.linear1",
+    "output.dense": "feed_forward.linear2",
+    "output.LayerNorm": "norm2",
+}
+
+
+def _table_load(checkpoint, layer, table=_BERT_TO_OURS, kinds=("weight", "bias"), change=lambda name, t: t):
+    state = {}
+    for theirs, ours in table.items():
+        for kind in kinds:
+            state[f"{ours}.{kind}"] = change(kind, checkpoint[f"encoder.layer.{layer}.{theirs}.{kind}"])
+    return state
+
+
+@wrong(
+    "7.4", "str.replace of output.dense before attention.output.dense", r"attention\.feed_forward\.linear2.*out_proj"
+)
+def _(checkpoint, layer):
+    prefix = f"encoder.layer.{layer}."
+    state = {}
+    for name, tensor in checkpoint.items():
+        if not name.startswith(prefix):
+            continue
+        name = name[len(prefix) :]
+        name = name.replace("attention.self.query", "self_attn.q_proj")
+        name = name.replace("attention.self.key", "self_attn.k_proj")
+        name = name.replace("attention.self.value", "self_attn.v_proj")
+        name = name.replace("output.dense", "feed_forward.linear2")
+        name = name.replace("attention.output.dense", "self_attn.out_proj")
+        name = name.replace("attention.output.LayerNorm", "norm1")
+        name = name.replace("intermediate.dense", "feed_forward.linear1")
+        name = name.replace("output.LayerNorm", "norm2")
+        state[name] = tensor
+    return state
+
+
+@wrong("7.4", "the layer's prefix matched without its dot", r"with its dot")
+def _(checkpoint, layer):
+    state = {}
+    for name, tensor in checkpoint.items():
+        if name.startswith(f"encoder.layer.{layer}"):
+            rest = name.split(".", 3)[3]  # after 'encoder.layer.N.'
+            for theirs, ours in _BERT_TO_OURS.items():
+                if rest.startswith(theirs + "."):
+                    state[ours + rest[len(theirs) :]] = tensor
+    return state
+
+
+@wrong("7.4", "every weight transposed, as for x @ W", r"\(out_features, in_features\)")
+def _(checkpoint, layer):
+    return _table_load(checkpoint, layer, change=lambda kind, t: t.T if kind == "weight" and t.dim() == 2 else t)
+
+
+@wrong("7.4", "query and key swapped in the table", r"query -> q_proj, key -> k_proj")
+def _(checkpoint, layer):
+    table = {**_BERT_TO_OURS, "attention.self.query": "self_attn.k_proj", "attention.self.key": "self_attn.q_proj"}
+    return _table_load(checkpoint, layer, table)
+
+
+@wrong("7.4", "norm1 taken from output.LayerNorm", r"layer norms are swapped")
+def _(checkpoint, layer):
+    table = {**_BERT_TO_OURS, "attention.output.LayerNorm": "norm2", "output.LayerNorm": "norm1"}
+    return _table_load(checkpoint, layer, table)
+
+
+@wrong("7.4", "intermediate.dense as the second map", r"feed-forward's two maps are swapped")
+def _(checkpoint, layer):
+    table = {**_BERT_TO_OURS, "intermediate.dense": "feed_forward.linear2", "output.dense": "feed_forward.linear1"}
+    return _table_load(checkpoint, layer, table)
+
+
+@wrong("7.4", "only the weights in the loop", r"no biases")
+def _(checkpoint, layer):
+    return _table_load(checkpoint, layer, kinds=("weight",))
+
+
+@wrong("7.4", "layers counted from 1 in the checkpoint", r"one past the layer")
+def _(checkpoint, layer):
+    return _table_load(checkpoint, layer + 1)
+
+
+@wrong("7.4", "layers counted from 1, the other way", r"one before the layer")
+def _(checkpoint, layer):
+    return _table_load(checkpoint, layer - 1)
+
+
+@wrong("7.4", "the loaded EncoderLayer returned", r"return the dict itself|state_dict")
+def _(checkpoint, layer):
+    import attention_book as ab
+
+    d_model = checkpoint["embeddings.LayerNorm.weight"].shape[0]
+    d_ff = checkpoint[f"encoder.layer.{layer}.intermediate.dense.weight"].shape[0]
+    model = ab.EncoderLayer(d_model, 2, d_ff, activation="gelu", layer_norm_eps=1e-12)
+    model.load_state_dict(_table_load(checkpoint, layer))
+    return model
+
+
+@wrong("7.4", "the checkpoint's names kept, the prefix stripped", r"unexpected keys 'attention\.self\.query\.weight'")
+def _(checkpoint, layer):
+    prefix = f"encoder.layer.{layer}."
+    return {name[len(prefix) :]: tensor for name, tensor in checkpoint.items() if name.startswith(prefix)}
+
+
+@wrong("7.4", "the names of the whole Encoder", r"starts with 'layers\.")
+def _(checkpoint, layer):
+    return {f"layers.{layer}.{name}": tensor for name, tensor in _table_load(checkpoint, layer).items()}
+
+
+@wrong("7.4", "the tensors in a list, in the state dict's order", r"keep the names")
+def _(checkpoint, layer):
+    return list(_table_load(checkpoint, layer).values())
+
+
+@wrong("7.4", "biases given a leading axis to broadcast", r"'self_attn\.q_proj\.bias' has shape \(1, 8\).*\(8,\)")
+def _(checkpoint, layer):
+    return _table_load(checkpoint, layer, change=lambda kind, t: t[None] if kind == "bias" else t)
+
+
+@correct("7.4", "a table of the eight modules and a loop over weight and bias")
+def _(checkpoint, layer):
+    return _table_load(checkpoint, layer)
+
+
+@correct("7.4", "str.replace, attention's names first, the prefix with its dot")
+def _(checkpoint, layer):
+    prefix = f"encoder.layer.{layer}."
+    replacements = [
+        ("attention.self.query", "self_attn.q_proj"),
+        ("attention.self.key", "self_attn.k_proj"),
+        ("attention.self.value", "self_attn.v_proj"),
+        ("attention.output.dense", "self_attn.out_proj"),
+        ("attention.output.LayerNorm", "norm1"),
+        ("intermediate.dense", "feed_forward.linear1"),
+        ("output.dense", "feed_forward.linear2"),
+        ("output.LayerNorm", "norm2"),
+    ]
+    state = {}
+    for name, tensor in checkpoint.items():
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            for theirs, ours in replacements:
+                if name.startswith(theirs + "."):
+                    name = ours + name[len(theirs) :]
+                    break
+            state[name] = tensor
+    return state
+
+
+@correct("7.4", "the package's PARAMETER_NAMES, formatted with the layer")
+def _(checkpoint, layer):
+    from attention_book.pretrained import PARAMETER_NAMES
+
+    return {
+        ours.removeprefix("layers.{i}."): checkpoint[theirs.format(i=layer)]
+        for ours, theirs in PARAMETER_NAMES.items()
+        if ours.startswith("layers.{i}.")
+    }
+
+
+@correct("7.4", "float64 clones in an OrderedDict")
+def _(checkpoint, layer):
+    from collections import OrderedDict
+
+    return OrderedDict((name, t.clone().double()) for name, t in _table_load(checkpoint, layer).items())
+
+
 # ====================================================================== the tests
 
 # Entries whose hint is true but does not name the mistake (reported; at most 5 % of the catalogue).

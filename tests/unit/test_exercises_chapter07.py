@@ -141,3 +141,59 @@ def test_an_answer_that_takes_fit_and_score_but_trains_its_own_probes_passes(cap
         return accuracies.index(max(accuracies))
 
     assert check("7.3", best_layer), capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- 7.4 load_layer(checkpoint, layer)
+
+
+def test_the_solution_of_7_4_maps_every_name_as_the_chapters_loader_does():
+    """The exercise's table (the registered solution) and the package's PARAMETER_NAMES agree, and give exactly the
+    names of the book's EncoderLayer."""
+    import attention_book as ab
+    from attention_book.exercises import get
+    from attention_book.exercises.chapter07 import _bert_checkpoint, _expected_layer
+
+    checkpoint = _bert_checkpoint(torch.Generator().manual_seed(0), num_layers=3, d_model=8, d_ff=12)
+    expected = _expected_layer(checkpoint, 1)
+    state = get("7.4").solution(checkpoint, 1)
+    assert set(state) == set(expected) == set(ab.EncoderLayer(8, 2, 12).state_dict())
+    assert all(state[ours] is checkpoint[theirs] for ours, theirs in expected.items())
+
+
+def test_the_solution_of_7_4_loads_minilms_real_layer_as_load_minilm_does():
+    from safetensors.torch import load_file
+
+    import attention_book as ab
+    from attention_book.exercises import get
+    from attention_book.pretrained import load_minilm, minilm_files
+
+    checkpoint = load_file(str(minilm_files()["weights"]))
+    layer = ab.EncoderLayer(384, 12, 1536, activation="gelu", layer_norm_eps=1e-12)
+    layer.load_state_dict(get("7.4").solution(checkpoint, 3), strict=True)
+    for name, tensor in load_minilm().encoder.layers[3].state_dict().items():
+        assert torch.equal(layer.state_dict()[name], tensor), name
+
+
+def test_a_7_4_check_names_a_renamed_key_and_passes_a_dict_of_parameters(capsys):
+    import attention_book as ab
+    from attention_book.exercises import get
+
+    solution = get("7.4").solution
+
+    def renamed(checkpoint, layer):
+        state = solution(checkpoint, layer)
+        state["self_attn.query.weight"] = state.pop("self_attn.q_proj.weight")
+        return state
+
+    assert not check("7.4", renamed)
+    out = capsys.readouterr().out
+    assert "unexpected key 'self_attn.query.weight'" in out and "missing key 'self_attn.q_proj.weight'" in out
+
+    def parameters(checkpoint, layer):  # nn.Parameter values, from a layer loaded by the solution
+        d_model = checkpoint["embeddings.LayerNorm.weight"].shape[0]
+        d_ff = checkpoint[f"encoder.layer.{layer}.intermediate.dense.weight"].shape[0]
+        model = ab.EncoderLayer(d_model, 2, d_ff)
+        model.load_state_dict(solution(checkpoint, layer))
+        return dict(model.named_parameters())
+
+    assert check("7.4", parameters), capsys.readouterr().out

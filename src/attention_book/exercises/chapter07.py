@@ -3,10 +3,12 @@
 7.1 Mean pooling with a padding mask: token vectors -> one sentence vector.
 7.2 A classification head on a (pretrained) encoder, that can be fine-tuned.
 7.3 (design) Pick the layer whose frozen features classify best, without fooling yourself.
+7.4 Load a pretrained layer into the book's EncoderLayer by matching the checkpoint's parameter names.
 
 Each checker tests the answer on fresh random inputs against the reference
 (:func:`~attention_book.pretrained.mean_pool`, a small :class:`~attention_book.Encoder`,
-linear probes from :mod:`attention_book.training.transfer`) and recognises typical
+linear probes from :mod:`attention_book.training.transfer`, the chapter's own mapping of BERT's names,
+:data:`~attention_book.pretrained.PARAMETER_NAMES`) and recognises typical
 wrong answers by what they compute. Nothing here loads the pretrained model: the
 checks run in a fraction of a second.
 """
@@ -15,11 +17,14 @@ from __future__ import annotations
 
 import inspect
 import numbers
+from collections.abc import Mapping
 
 import torch
 from torch import nn
 
 from .._validation import require_labels
+from ..layers import EncoderLayer
+from ..pretrained import PARAMETER_NAMES
 from ..training.transfer import LinearProbe, probe_accuracy, train_linear_probe
 from ..transformer import Encoder
 from ..transformer import mean_pool as reference_mean_pool
@@ -795,6 +800,353 @@ register(
         ),
         Mistake("fitted on validation, scored on training", _swapped_splits, "the two splits' roles are swapped"),
         Mistake("scored against the training labels", _scored_against_training_labels, "against the TRAINING labels"),
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------
+# 7.4 Load a pretrained layer by matching parameter names
+#
+# load_layer(checkpoint, layer) -> the state dict of one ab.EncoderLayer, from a BERT checkpoint named as Hugging
+# Face's BertModel names its weights (MiniLM's file). One layer, not the whole Encoder: its 16 tensors hold every
+# idea of the mapping (the names, attention.output.dense against output.dense, which layer norm is which, nn.Linear's
+# (out, in) layout), the embeddings' 5 add none, and minilm.encoder.layers[i] is such a layer, so
+# layers[i].load_state_dict(load_layer(checkpoint, i), strict=True) is the real use. The checker builds a small
+# random checkpoint (no 90 MB model), compares the answer's dict name by name and tensor by tensor with the
+# chapter's own mapping (pretrained.PARAMETER_NAMES), and names a tensor in the wrong place by where it came from.
+
+# The checkpoint's modules of one layer (after "encoder.layer.i.") and their weights' shapes ("d" = d_model, "ff" =
+# d_ff; a LayerNorm's weight is a vector), as BertModel names them.
+_BERT_LAYER_MODULES = {
+    "attention.self.query": ("d", "d"),
+    "attention.self.key": ("d", "d"),
+    "attention.self.value": ("d", "d"),
+    "attention.output.dense": ("d", "d"),
+    "attention.output.LayerNorm": ("d",),
+    "intermediate.dense": ("ff", "d"),
+    "output.dense": ("d", "ff"),
+    "output.LayerNorm": ("d",),
+}
+_LAYER_PREFIX = "layers.{i}."  # our Encoder's name for layer i, in PARAMETER_NAMES
+# our module -> the checkpoint's, in one layer ("self_attn.q_proj" -> "attention.self.query")
+_OURS_TO_THEIRS = {
+    name[len(_LAYER_PREFIX) :].rsplit(".", 1)[0]: theirs.split(".", 3)[3].rsplit(".", 1)[0]
+    for name, theirs in PARAMETER_NAMES.items()
+    if name.startswith(_LAYER_PREFIX)
+}
+
+
+def _load_layer_solution(checkpoint: dict, layer: int) -> dict:
+    """Encoder layer ``layer`` of a BERT checkpoint as the state dict of our EncoderLayer: {our name: tensor}."""
+    prefix = f"encoder.layer.{layer}."  # with the dot: layer 1 is not layer 11
+    ours_to_theirs = {
+        "self_attn.q_proj": "attention.self.query",
+        "self_attn.k_proj": "attention.self.key",
+        "self_attn.v_proj": "attention.self.value",
+        "self_attn.out_proj": "attention.output.dense",  # W_O
+        "norm1": "attention.output.LayerNorm",  # after attention
+        "feed_forward.linear1": "intermediate.dense",  # d_model -> d_ff
+        "feed_forward.linear2": "output.dense",  # d_ff -> d_model
+        "norm2": "output.LayerNorm",  # after the feed-forward
+    }
+    return {
+        f"{ours}.{kind}": checkpoint[f"{prefix}{theirs}.{kind}"]  # nn.Linear and BERT both store (out, in)
+        for ours, theirs in ours_to_theirs.items()
+        for kind in ("weight", "bias")
+    }
+
+
+def _renamed(checkpoint, layer, changes: dict[str, str], *, transform=None) -> dict:
+    """The solution's dict with some of our module names pointing at other checkpoint modules (``changes``: our
+    module -> the checkpoint's), and ``transform(name, tensor)`` applied to every tensor."""
+    state = {}
+    for name in _load_layer_solution(checkpoint, layer):
+        ours, kind = name.rsplit(".", 1)
+        theirs = changes.get(ours, _OURS_TO_THEIRS[ours])
+        tensor = checkpoint[f"encoder.layer.{layer}.{theirs}.{kind}"]
+        state[name] = transform(name, tensor) if transform else tensor
+    return state
+
+
+def _load_qkv_rotated(checkpoint, layer):
+    changes = {"self_attn.q_proj": "attention.self.key", "self_attn.k_proj": "attention.self.value"}
+    return _renamed(checkpoint, layer, {**changes, "self_attn.v_proj": "attention.self.query"})
+
+
+def _load_transposed(checkpoint, layer):
+    return _renamed(checkpoint, layer, {}, transform=lambda name, t: t.T if t.dim() == 2 else t)
+
+
+def _load_norms_swapped(checkpoint, layer):
+    return _renamed(checkpoint, layer, {"norm1": "output.LayerNorm", "norm2": "attention.output.LayerNorm"})
+
+
+def _load_feed_forward_swapped(checkpoint, layer):
+    return _renamed(
+        checkpoint, layer, {"feed_forward.linear1": "output.dense", "feed_forward.linear2": "intermediate.dense"}
+    )
+
+
+def _load_without_biases(checkpoint, layer):
+    return {name: tensor for name, tensor in _load_layer_solution(checkpoint, layer).items() if name.endswith("weight")}
+
+
+def _load_next_layer(checkpoint, layer):
+    return _load_layer_solution(checkpoint, layer + 1)
+
+
+def _load_layer_norm_unmapped(checkpoint, layer):
+    state = _load_layer_solution(checkpoint, layer)
+    for kind in ("weight", "bias"):
+        state[f"attention.output.LayerNorm.{kind}"] = state.pop(f"norm1.{kind}")
+    return state
+
+
+def _load_with_encoder_prefix(checkpoint, layer):
+    return {f"layers.{layer}.{name}": tensor for name, tensor in _load_layer_solution(checkpoint, layer).items()}
+
+
+def _bert_checkpoint(generator: torch.Generator, *, num_layers: int, d_model: int, d_ff: int) -> dict:
+    """A small random checkpoint named as BertModel names its weights: the embeddings, ``num_layers`` layers and the
+    pooler, every tensor different (a layer norm's weights near 1, the rest standard normal)."""
+    sizes = {"d": d_model, "ff": d_ff}
+    checkpoint = {
+        "embeddings.word_embeddings.weight": torch.randn(30, d_model, generator=generator),
+        "embeddings.position_embeddings.weight": torch.randn(16, d_model, generator=generator),
+        "embeddings.token_type_embeddings.weight": torch.randn(2, d_model, generator=generator),
+        "embeddings.LayerNorm.weight": 1 + 0.1 * torch.randn(d_model, generator=generator),
+        "embeddings.LayerNorm.bias": torch.randn(d_model, generator=generator),
+        "embeddings.position_ids": torch.arange(16)[None],
+    }
+    for i in range(num_layers):
+        for module, shape in _BERT_LAYER_MODULES.items():
+            weight = torch.randn(*(sizes[size] for size in shape), generator=generator)
+            if module.endswith("LayerNorm"):
+                weight = 1 + 0.1 * weight
+            checkpoint[f"encoder.layer.{i}.{module}.weight"] = weight
+            checkpoint[f"encoder.layer.{i}.{module}.bias"] = torch.randn(sizes[shape[0]], generator=generator)
+    checkpoint["pooler.dense.weight"] = torch.randn(d_model, d_model, generator=generator)
+    checkpoint["pooler.dense.bias"] = torch.randn(d_model, generator=generator)
+    return checkpoint
+
+
+def _expected_layer(checkpoint: dict, layer: int) -> dict[str, str]:
+    """Our EncoderLayer's names -> the checkpoint's names for encoder layer ``layer`` (the chapter's mapping)."""
+    return {
+        name[len(_LAYER_PREFIX) :]: theirs.format(i=layer)
+        for name, theirs in PARAMETER_NAMES.items()
+        if name.startswith(_LAYER_PREFIX)
+    }
+
+
+def _origin(tensor, checkpoint: dict) -> tuple[str, bool] | None:
+    """The checkpoint's name whose tensor ``tensor`` is, and whether it is transposed; None if it is none of them."""
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+        return None
+    values = tensor.detach().to(torch.float32)
+    for name, source in checkpoint.items():
+        if source.shape == values.shape and torch.equal(source, values):
+            return name, False
+    for name, source in checkpoint.items():
+        if source.dim() == 2 and source.T.shape == values.shape and torch.equal(source.T, values):
+            return name, True
+    return None
+
+
+def _layer_of(name: str) -> int | None:
+    """3 for "encoder.layer.3.attention.self.query.weight", None for a name outside the layers."""
+    parts = name.split(".")
+    return int(parts[2]) if name.startswith("encoder.layer.") and parts[2].isdigit() else None
+
+
+def _module_of(name: str) -> str:
+    """ "attention.self.query.weight" for "encoder.layer.3.attention.self.query.weight"."""
+    return name.split(".", 3)[3] if _layer_of(name) is not None else name
+
+
+def _require_state_dict(result) -> dict:
+    """The answer's dict; otherwise the failure that says what it returned instead."""
+    if isinstance(result, nn.Module):
+        raise ExerciseFailure(
+            f"load_layer should return a dict {{name: tensor}} (a state dict), but returned the module "
+            f"{type(result).__name__}: return the dict itself, or the loaded layer's .state_dict()"
+        )
+    if not isinstance(result, Mapping):
+        raise ExerciseFailure(
+            "load_layer should return a dict {name: tensor} that EncoderLayer.load_state_dict accepts, but returned "
+            f"a {type(result).__name__}: keep the names, {{'self_attn.q_proj.weight': tensor, ...}}"
+        )
+    for name, value in result.items():
+        if not isinstance(name, str) or not isinstance(value, torch.Tensor):
+            raise ExerciseFailure(
+                f"load_layer's dict should map names (str) to tensors, but maps {name!r:.60} to a "
+                f"{type(value).__name__}"
+            )
+    return dict(result)
+
+
+def _names_problem(got: dict, expected: dict[str, str], checkpoint: dict, *, layer: int) -> str | None:
+    """What is wrong with the dict's names (keys), naming them; None when they are exactly EncoderLayer's."""
+    missing = [name for name in expected if name not in got]
+    unexpected = [name for name in got if name not in expected]
+    if not missing and not unexpected:
+        return None
+    first = next(iter(expected))
+    prefixes = {name[: -len(first)] for name in got if name.endswith(first) and name != first}
+    for prefix in prefixes:
+        if set(got) == {prefix + name for name in expected}:
+            return (
+                f"every name in your dict starts with {prefix!r} ({prefix + first!r}): the names of one EncoderLayer "
+                f"start at its own modules, {first!r}, as ab.EncoderLayer(...).state_dict() shows (the whole "
+                "Encoder adds 'layers.i.' in front)"
+            )
+    if not unexpected and set(missing) == {name for name in expected if name.endswith(".bias")}:
+        return (
+            f"your dict has no biases ({len(missing)} missing, e.g. {missing[0]!r}): every nn.Linear and LayerNorm of "
+            "the layer has a weight and a bias, and the checkpoint has both (attention.self.query.bias, ...)"
+        )
+    for name in unexpected:
+        origin = _origin(got[name], checkpoint)
+        if origin is not None and _layer_of(origin[0]) not in (None, layer):
+            return _other_layer_hint(_layer_of(origin[0]), layer, f"{name!r} holds {origin[0]!r}")
+    ours_of = {theirs: ours for ours, theirs in expected.items()}
+    text = "load_state_dict(strict=True) would refuse your dict: "
+    if unexpected:
+        origin = _origin(got[unexpected[0]], checkpoint)
+        told = [repr(name) for name in unexpected[:4]]
+        if origin is not None and not origin[1] and origin[0] in ours_of:
+            told[0] += (
+                f" (it holds the checkpoint's {origin[0]!r}, which the book's layer calls {ours_of[origin[0]]!r})"
+            )
+        more = f" and {len(unexpected) - 4} more" if len(unexpected) > 4 else ""
+        text += "unexpected key" + ("s " if len(unexpected) > 1 else " ") + ", ".join(told) + more
+    if missing:
+        more = f" and {len(missing) - 4} more" if len(missing) > 4 else ""
+        text += ("; " if unexpected else "") + "missing key" + ("s " if len(missing) > 1 else " ")
+        text += ", ".join(repr(name) for name in missing[:4]) + more
+    return text + ". Rename every tensor you take to the name the book's layer gives it"
+
+
+def _other_layer_hint(source: int, layer: int, what: str) -> str:
+    """The hint for a tensor taken from encoder layer ``source`` where layer ``layer`` was asked for."""
+    asked = f"encoder.layer.{layer}."
+    if str(source).startswith(str(layer)):
+        return (
+            f"you were asked for layer {layer}, but {what}, of layer {source}: 'encoder.layer.{source}.' also starts "
+            f"with 'encoder.layer.{layer}', so match the prefix with its dot, {asked!r}"
+        )
+    if source == layer + 1:
+        where = "one past the layer asked for"
+    elif source == layer - 1:
+        where = "one before the layer asked for"
+    else:
+        where = "another layer"
+    return (
+        f"you were asked for layer {layer}, but {what}, of layer {source}, {where}: the checkpoint counts its layers "
+        f"from 0, as the book does, so layer {layer}'s names start with {asked!r}"
+    )
+
+
+def _swap_hint(name: str, theirs: str, source: str, *, shapes: str) -> str:
+    """The hint for our ``name`` holding the checkpoint's ``source`` of the same layer where ``theirs`` belongs."""
+    modules = {_module_of(theirs).rsplit(".", 1)[0], _module_of(source).rsplit(".", 1)[0]}
+    said = f"{name!r} holds the checkpoint's {_module_of(source)!r}{shapes} where {_module_of(theirs)!r} belongs"
+    if modules <= {"attention.self.query", "attention.self.key", "attention.self.value"}:
+        return f"{said}: the projections go by their names, query -> q_proj, key -> k_proj, value -> v_proj"
+    if modules == {"attention.output.LayerNorm", "output.LayerNorm"}:
+        return (
+            f"{said}: the layer norms are swapped. attention.output.LayerNorm is norm1, the one after attention; "
+            "output.LayerNorm is norm2, the one after the feed-forward"
+        )
+    if modules == {"intermediate.dense", "output.dense"}:
+        return (
+            f"{said}: the feed-forward's two maps are swapped. intermediate.dense is feed_forward.linear1 (d_model -> "
+            "d_ff, the first); output.dense is feed_forward.linear2 (d_ff -> d_model)"
+        )
+    if "attention.output.dense" in modules:
+        return (
+            f"{said}: attention.output.dense is attention's output projection W_O (self_attn.out_proj); output.dense, "
+            "outside attention, is the feed-forward's second map (feed_forward.linear2)"
+        )
+    return said
+
+
+def _tensors_problem(got: dict, expected: dict[str, str], checkpoint: dict, *, layer: int) -> str | None:
+    """What is wrong with the dict's tensors (the names being right), naming the first wrong one by where it came
+    from: transposed, another layer's, another module's of this layer, or numbers of its own; None when all agree."""
+    for name, theirs in expected.items():
+        tensor, right = got[name], checkpoint[theirs]
+        values = tensor.detach().to(right.dtype) if tensor.is_floating_point() else tensor
+        if tensor.shape == right.shape and torch.equal(values, right):
+            continue
+        origin = _origin(tensor, checkpoint)
+        shapes = f" (shape {tuple(tensor.shape)}; the layer needs {tuple(right.shape)})"
+        if origin == (theirs, True):
+            square = f" (shape {tuple(tensor.shape)}: square, so its shape does not show it)"
+            return (
+                f"{name!r} is the checkpoint's {theirs!r} transposed{square if tensor.shape == right.shape else shapes}:"
+                " nn.Linear stores its weight as (out_features, in_features), and so does the checkpoint; copy each "
+                "tensor as it is, without .T"
+            )
+        if origin is not None and _layer_of(origin[0]) not in (None, layer):
+            return _other_layer_hint(_layer_of(origin[0]), layer, f"{name!r} holds {origin[0]!r}")
+        if origin is not None and not origin[1] and _layer_of(origin[0]) == layer:
+            return _swap_hint(name, theirs, origin[0], shapes=shapes if tensor.shape != right.shape else "")
+        if origin is not None:
+            return f"{name!r} holds the checkpoint's {origin[0]!r}{' transposed' if origin[1] else ''}{shapes}: it is {theirs!r}"
+        if tensor.shape != right.shape:
+            return f"{name!r} has shape {tuple(tensor.shape)} but the layer needs {tuple(right.shape)}, the shape of {theirs!r}: copy it as it is"
+        return f"{name!r} has the right shape but not the numbers of {theirs!r}: copy the tensor as it is, unchanged"
+    return None
+
+
+def _check_layer_case(answer, generator, *, num_layers: int, d_model: int, num_heads: int, d_ff: int, layer: int):
+    checkpoint = _bert_checkpoint(generator, num_layers=num_layers, d_model=d_model, d_ff=d_ff)
+    expected = _expected_layer(checkpoint, layer)
+    got = _require_state_dict(call(answer, {name: tensor.clone() for name, tensor in checkpoint.items()}, layer))
+    case = f"For a checkpoint of {num_layers} layers (d_model={d_model}, d_ff={d_ff}) and layer={layer}: "
+    problem = _names_problem(got, expected, checkpoint, layer=layer) or _tensors_problem(
+        got, expected, checkpoint, layer=layer
+    )
+    if problem is not None:
+        raise ExerciseFailure(case + problem)
+    model = EncoderLayer(d_model, num_heads, d_ff, activation="gelu", layer_norm_eps=1e-12)
+    try:
+        model.load_state_dict(got, strict=True)
+    except RuntimeError as error:  # the checks above should have said why; this is the last word
+        raise ExerciseFailure(case + str(error).splitlines()[0]) from None
+
+
+def _check_load_layer(answer) -> None:
+    generator = random_generator()
+    middle = int(torch.randint(2, 4, (), generator=generator))  # 2 or 3: a layer with one on either side
+    _check_layer_case(answer, generator, num_layers=5, d_model=8, num_heads=2, d_ff=12, layer=middle)
+    # Twelve layers, as BERT-base has: 'encoder.layer.1' also starts 'encoder.layer.10' and 'encoder.layer.11'.
+    _check_layer_case(answer, generator, num_layers=12, d_model=6, num_heads=3, d_ff=10, layer=1)
+
+
+def _load_output_dense_confused(checkpoint, layer):
+    return _renamed(
+        checkpoint, layer, {"self_attn.out_proj": "output.dense", "feed_forward.linear2": "attention.output.dense"}
+    )
+
+
+register(
+    "7.4",
+    "Load a pretrained layer by matching names",
+    _check_load_layer,
+    answer="load_layer",
+    solution=_load_layer_solution,
+    mistakes=[
+        Mistake("query, key and value rotated", _load_qkv_rotated, "query -> q_proj, key -> k_proj, value -> v_proj"),
+        Mistake("weights transposed", _load_transposed, "stores its weight as (out_features, in_features)"),
+        Mistake("layer norms swapped", _load_norms_swapped, "the layer norms are swapped"),
+        Mistake("feed-forward maps swapped", _load_feed_forward_swapped, "the feed-forward's two maps are swapped"),
+        Mistake("attention's output and the feed-forward's confused", _load_output_dense_confused, "W_O"),
+        Mistake("biases dropped", _load_without_biases, "has no biases"),
+        Mistake("the next layer", _load_next_layer, "one past the layer asked for"),
+        Mistake("a layer norm left with its checkpoint name", _load_layer_norm_unmapped, "calls 'norm1.weight'"),
+        Mistake("names with the Encoder's prefix", _load_with_encoder_prefix, "starts with 'layers."),
     ],
 )
 
