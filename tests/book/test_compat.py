@@ -7,6 +7,7 @@ never here; these tests read files and run one offline ``pip install --dry-run``
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -113,3 +114,23 @@ def test_the_site_build_never_reads_the_virtual_environments():
     ignored = (ROOT / ".gitignore").read_text(encoding="utf-8").splitlines()
     for folder in (".venv", ".colab-venv", ".compat"):
         assert f"{folder}/" in ignored and folder in excluded, folder
+
+
+def test_running_one_environment_keeps_the_other_rows_of_the_readme(tmp_path):
+    """A fresh clone that runs only `make compat COMPAT=colab` has no result for the floors or the newest:
+    their rows stay as the README had them, and the colab row is replaced."""
+    readme = tmp_path / "README.md"
+    rows = [
+        "| Colab-like (old source) | 3.12.0 | 2.0.0 | 1.26.0 | 7.7.1 | passed (unit) in 30.0 min | 2026-11-01 |",
+        "| floors (pyproject.toml's lower bounds) | 3.11.7 | 2.6.0 | 1.24.1 | 7.7.0 | passed (unit) in 12.4 min | 2026-11-02 |",
+        "| newest (the newest on PyPI) | 3.13.0 | 2.15.0 | 2.5.5 | 8.1.9 | passed (unit) in 26.5 min | 2026-11-03 |",
+    ]
+    table = "\n".join(compat.matrix([]).splitlines() + rows)
+    readme.write_text(f"before\n{compat.MARK_START}\n{table}\n{compat.MARK_END}\nafter\n", encoding="utf-8")
+    (tmp_path / "colab").mkdir()
+    (tmp_path / "colab" / "result.json").write_text(json.dumps(_result("colab")), encoding="utf-8")
+    compat.write_readme(readme, folder=tmp_path)
+    text = readme.read_text(encoding="utf-8")
+    assert rows[0] not in text and "failed: chapters in 3.5 min" in text, "the colab row is the new result"
+    assert rows[1] in text and rows[2] in text, "the rows of the environments not run are kept"
+    assert text.startswith("before\n") and text.endswith("after\n") and text.count("| 2026-11-0") == 2

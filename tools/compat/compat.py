@@ -457,13 +457,22 @@ def matrix(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def write_readme(readme: Path = README) -> None:
-    order = list(environments())
-    files = [COMPAT / name / "result.json" for name in order]
-    results = [json.loads(path.read_text(encoding="utf-8")) for path in files if path.is_file()]
+def write_readme(readme: Path = README, folder: Path | None = None) -> None:
+    """Rewrite README.md's matrix: a row from each environment's result.json under ``folder``
+    (.compat/), and, for an environment not run in this checkout (a fresh clone that ran one), the
+    row the README already has, so running one environment never drops the others' rows."""
+    folder = COMPAT if folder is None else folder
     text = readme.read_text(encoding="utf-8")
     start, end = text.index(MARK_START) + len(MARK_START), text.index(MARK_END)
-    readme.write_text(text[:start] + "\n" + matrix(results) + "\n" + text[end:], encoding="utf-8")
+    old_rows = [line for line in text[start:end].splitlines() if line.startswith("| ")][1:]
+    lines = matrix([]).splitlines()
+    for environment in environments().values():
+        path = folder / environment.name / "result.json"
+        if path.is_file():
+            lines += matrix([json.loads(path.read_text(encoding="utf-8"))]).splitlines()[2:]
+        else:
+            lines += [row for row in old_rows if row.startswith(f"| {environment.title} (")][:1]
+    readme.write_text(text[:start] + "\n" + "\n".join(lines) + "\n" + text[end:], encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
