@@ -69,3 +69,31 @@ def write(folder: Path, name: str, notebook: dict | str | bytes) -> Path:
     else:
         path.write_text(notebook if isinstance(notebook, str) else json.dumps(notebook), encoding="utf-8")
     return path
+
+
+_CLEAN_GRADER = []
+
+
+def grade_cleanly(path: Path, **options):
+    """``grade_file(path, **options)`` in a process started afresh (spawn), kept for the session.
+
+    On a machine with CUDA, a pytest worker that ran other tests' backward passes cannot fork a check
+    that runs autograd (PyTorch refuses it; the grader then reports an error row instead of grading).
+    The grading command starts clean processes; so does this, where it matters: with CUDA, or with
+    ATTENTION_BOOK_CLEAN_GRADER=1 to try the path on a CPU."""
+    import atexit
+    import multiprocessing
+    import os
+
+    import torch
+
+    from attention_book.grade import grade_file
+    from attention_book.grade.engine import prepare_worker
+
+    if not (torch.cuda.is_available() or os.environ.get("ATTENTION_BOOK_CLEAN_GRADER") == "1"):
+        return grade_file(path, **options)
+    if not _CLEAN_GRADER:
+        pool = multiprocessing.get_context("spawn").Pool(1, initializer=prepare_worker)
+        atexit.register(pool.terminate)
+        _CLEAN_GRADER.append(pool)
+    return _CLEAN_GRADER[0].apply(grade_file, (path,), options)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from attention_book.grade import COLUMNS, STATUSES, Limits, grade_file
 from attention_book.grade.submission import find_chapter
-from tests.unit.grade_support import check_cells, solved, student_notebook, with_cell, write
+from tests.unit.grade_support import check_cells, grade_cleanly, solved, student_notebook, with_cell, write
 
 FAST = Limits(timeout=60.0)
 CHAPTER_1 = ["1.1", "1.2", "1.3", "1.4", "1.5", "1.6"]
@@ -30,7 +30,7 @@ def points(rows):
 
 
 def grade(tmp_path, notebook, name="submission.ipynb", **options):
-    return grade_file(write(tmp_path, name, notebook), limits=options.pop("limits", FAST), **options)
+    return grade_cleanly(write(tmp_path, name, notebook), limits=options.pop("limits", FAST), **options)
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +150,7 @@ def test_a_notebook_of_another_chapter_is_named_as_such(tmp_path):
     assert len(rows) == 1 and rows[0].status == "error"
     assert "chapter 3" in rows[0].feedback and "chapter 1" in rows[0].feedback
     alone = grade(tmp_path, student_notebook("03_soft_vs_hard.ipynb"))  # without --chapter: graded as chapter 3
-    assert [row.exercise for row in alone] == ["3.1", "3.2", "3.3"]
+    assert [row.exercise for row in alone] == ["3.1", "3.2", "3.3", "3.4"]
 
 
 def test_the_chapter_is_found_from_the_notebook_not_its_file_name(tmp_path):
@@ -291,3 +291,16 @@ def test_reading_any_json_shaped_like_a_notebook_never_raises_anything_but_a_sub
         read_submission(Path("x.ipynb"), json.dumps(notebook).encode())
     except SubmissionError:
         pass
+
+
+def test_a_grader_that_cannot_fork_autograd_says_so_instead_of_failing_the_answer(tmp_path, monkeypatch):
+    """On a machine with CUDA, a process that has run a backward pass cannot fork a check that runs
+    autograd: each check reports the grader's error and the command that works, never 'failed'."""
+    from attention_book.grade import sandbox
+
+    message = "Unable to handle autograd's threading in combination with fork-based multiprocessing."
+    assert sandbox.autograd_problem() is None, "this process can run autograd in a forked check"
+    monkeypatch.setattr(sandbox, "autograd_problem", lambda: message)
+    rows = grade_file(write(tmp_path, "submission.ipynb", solved()), limits=FAST)
+    assert set(statuses(rows).values()) == {"error"}, statuses(rows)
+    assert all("python -m attention_book.grade" in row.feedback and message in row.feedback for row in rows)

@@ -271,12 +271,37 @@ def _read_student_report(report: Path, folder: Path, limits: Limits) -> StudentR
     return run
 
 
+def autograd_problem() -> str | None:
+    """Why autograd cannot run in this process, or None. PyTorch refuses a backward pass in a process
+    forked from one whose autograd engine had started its device threads (a backward pass run on a
+    machine with CUDA): a check forked from such a grader would blame the student's answer for it."""
+    import torch
+
+    try:
+        leaf = torch.ones(1, requires_grad=True)
+        (2 * leaf).sum().backward()
+    except RuntimeError as error:
+        return str(error).strip().splitlines()[0]
+    return None
+
+
+GRADER_FORK_HINT = (
+    "the grader could not run autograd in its check process ({problem}); the process that called "
+    "grade_file had run a backward pass on a machine with CUDA before forking. This is the grader's fault, "
+    "not the answer's: grade with `python -m attention_book.grade`, which starts clean processes"
+)
+
+
 def _check_child(exercise_id: str, answer: Path, limits: Limits, folder: Path, report: Path) -> None:
     _confine(limits, folder)
     import cloudpickle  # noqa: F401 - registers what pickle needs to rebuild answers pickled by value
 
     from ..exercises import evaluate
 
+    problem = autograd_problem()
+    if problem is not None:
+        report.write_text(json.dumps({"status": "error", "hint": GRADER_FORK_HINT.format(problem=problem)}))
+        return
     _arm(limits.timeout)
     try:
         try:
