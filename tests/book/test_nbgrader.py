@@ -46,11 +46,11 @@ WRONG = {
 TAMPER = '\n\ncheck = lambda *a: print("✓")\nassert_passes = lambda *a, **k: None\n'
 # What each submission must score, test cell by test cell (so the comparison below is not vacuous).
 EXPECTED = {
-    "solved": {"3.1": 1, "3.2": 1, "3.3": 1},
-    "wrong": {"3.1": 0, "3.2": 1, "3.3": 0},
-    "blank": {"3.1": 0, "3.2": 0, "3.3": 0},
-    "edited": {"3.1": 0, "3.2": 1, "3.3": 0},
-    "tampered": {"3.1": 0, "3.2": 0, "3.3": 1},
+    "solved": {"3.1": 1, "3.2": 1, "3.3": 1, "3.4": 1},
+    "wrong": {"3.1": 0, "3.2": 1, "3.3": 0, "3.4": 0},
+    "blank": {"3.1": 0, "3.2": 0, "3.3": 0, "3.4": 0},
+    "edited": {"3.1": 0, "3.2": 1, "3.3": 0, "3.4": 0},
+    "tampered": {"3.1": 0, "3.2": 0, "3.3": 1, "3.4": 0},
 }
 
 

@@ -1211,6 +1211,146 @@ def _(scores, target=0.9):
     return high
 
 
+# ---------------------------------------------------------------- 3.4 straight_through_top_m(scores, m=1)
+
+
+def _kept(scores, m):
+    return scores >= scores.topk(m, dim=-1).values[..., -1:]
+
+
+@wrong("3.4", "the chapter's line with the top-m weights not detached", r"plus the softmax's|detach")
+def _(scores, m=1):
+    top = torch.softmax(scores.masked_fill(~_kept(scores, m), float("-inf")), dim=-1)
+    soft = torch.softmax(scores, dim=-1)
+    return top + soft - soft.detach()
+
+
+@wrong("3.4", "detached the softmax term instead of its copy", r"opposite sign")
+def _(scores, m=1):
+    top = torch.softmax(scores.masked_fill(~_kept(scores, m), float("-inf")), dim=-1).detach()
+    soft = torch.softmax(scores, dim=-1)
+    return top + soft.detach() - soft
+
+
+@wrong("3.4", "the whole sum detached", r"no gradient reaches")
+def _(scores, m=1):
+    top = torch.softmax(scores.masked_fill(~_kept(scores, m), float("-inf")), dim=-1)
+    soft = torch.softmax(scores, dim=-1)
+    return (top + soft - soft.detach()).detach()
+
+
+@wrong("3.4", "one_hot of the argmax whatever m", r"m is ignored")
+def _(scores, m=1):
+    soft = torch.softmax(scores, dim=-1)
+    return F.one_hot(scores.argmax(dim=-1), scores.shape[-1]).to(scores.dtype) + soft - soft.detach()
+
+
+@wrong("3.4", "the softmax of the kept scores as the borrowed term", r"no gradient reaches|all the keys")
+def _(scores, m=1):
+    top = torch.softmax(scores.masked_fill(~_kept(scores, m), float("-inf")), dim=-1)
+    return top.detach() + top - top.detach()
+
+
+@wrong("3.4", "topk's values returned", r"topk's values|weights of the scores' shape")
+def _(scores, m=1):
+    return scores.topk(m, dim=-1).values
+
+
+@wrong("3.4", "one_hot of argmax(dim=0)", r"wrong axis")
+def _(scores, m=1):
+    soft = torch.softmax(scores, dim=-1)
+    return F.one_hot(scores.argmax(dim=0), scores.shape[-1]).to(scores.dtype) + soft - soft.detach()
+
+
+@wrong("3.4", "masked_fill_ on the scores", r"in-place")
+def _(scores, m=1):
+    kept = _kept(scores, m)
+    soft = torch.softmax(scores, dim=-1)
+    scores.masked_fill_(~kept, float("-inf"))
+    return torch.softmax(scores, dim=-1).detach() + soft - soft.detach()
+
+
+@wrong("3.4", "the hard and soft roles swapped", r"forward value is the softmax's")
+def _(scores, m=1):
+    top = torch.softmax(scores.masked_fill(~_kept(scores, m), float("-inf")), dim=-1)
+    soft = torch.softmax(scores, dim=-1)
+    return soft + top - top.detach()
+
+
+@wrong("3.4", "a sharp softmax as the hard value", r"not exactly|never exactly 0")
+def _(scores, m=1):
+    soft = torch.softmax(scores, dim=-1)
+    return torch.softmax(50 * scores, dim=-1).detach() + soft - soft.detach()
+
+
+@wrong("3.4", "1/m on each of the top m", r"1/m")
+def _(scores, m=1):
+    kept = _kept(scores, m).to(scores.dtype)
+    soft = torch.softmax(scores, dim=-1)
+    return kept / m + soft - soft.detach()
+
+
+@wrong("3.4", "strict > for the m-th score", r"m - 1 keys|>=")
+def _(scores, m=1):
+    kth = scores.topk(m, dim=-1).values[..., -1:]
+    top = torch.softmax(scores.masked_fill(scores <= kth, float("-inf")), dim=-1)
+    soft = torch.softmax(scores, dim=-1)
+    return top.detach() + soft - soft.detach()
+
+
+@wrong("3.4", "0/1 from >= the m-th score when m = 1", r"the row sums to")
+def _(scores, m=1):
+    soft = torch.softmax(scores, dim=-1)
+    hard = (scores >= scores.topk(m, dim=-1).values[..., -1:]).to(scores.dtype)
+    if m > 1:
+        hard = torch.softmax(scores.masked_fill(hard == 0, float("-inf")), dim=-1)
+    return hard + soft - soft.detach()
+
+
+@wrong("3.4", "softmax over the queries borrowed", r"wrong axis")
+def _(scores, m=1):
+    top = torch.softmax(scores.masked_fill(~_kept(scores, m), float("-inf")), dim=-1)
+    soft = torch.softmax(scores, dim=0)
+    return top.detach() + soft - soft.detach()
+
+
+@correct("3.4", "a loop over the rows of a flattened view")
+def _(scores, m=1):
+    rows = scores.reshape(-1, scores.shape[-1])
+    hard = torch.zeros_like(rows)
+    for i, row in enumerate(rows.detach()):
+        order = row.argsort(descending=True)
+        kept = row >= row[order[m - 1]]
+        hard[i, kept] = torch.softmax(row[kept], dim=0)
+    soft = torch.softmax(scores, dim=-1)
+    return hard.reshape(scores.shape) + soft - soft.detach()
+
+
+@correct("3.4", "float64 inside, the scores' dtype out")
+def _(scores, m=1):
+    s = scores.double()
+    kth = s.topk(m, dim=-1).values[..., -1:]
+    top = torch.softmax(s.masked_fill(s < kth, -math.inf), dim=-1)
+    soft = torch.softmax(s, dim=-1)
+    return (top.detach() + soft - soft.detach()).to(scores.dtype)
+
+
+@correct("3.4", "scatter of topk, then soft + (hard - soft).detach()")
+def _(scores, m=1):
+    values, indices = scores.topk(m, dim=-1)
+    hard = torch.zeros_like(scores).scatter(-1, indices, torch.softmax(values, dim=-1))
+    soft = torch.softmax(scores, dim=-1)
+    return soft + (hard - soft).detach()
+
+
+@correct("3.4", "torch.where for the mask, the borrowed term in brackets")
+def _(scores, m=1):
+    kept = _kept(scores, m)
+    top = torch.softmax(torch.where(kept, scores, torch.tensor(float("-inf"), dtype=scores.dtype)), dim=-1)
+    soft = torch.softmax(scores, dim=-1)
+    return top.detach() + (soft - soft.detach())
+
+
 # ====================================================================== chapter 4
 
 

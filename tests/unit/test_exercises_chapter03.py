@@ -1,14 +1,17 @@
 """Chapter 3's exercises beyond the registry-wide tests: other correct answers pass, other
-plausible wrong answers get the right hint, and a search that never ends is stopped."""
+plausible wrong answers get the right hint, a search that never ends is stopped (with an alarm, and
+where the platform has none), and 3.4's circle tells straight-through from plain hard choices."""
 
 import math
 import signal
+import threading
 
 import numpy as np
 import pytest
 import torch
 
-from attention_book.exercises import chapter03, check, load_all
+import attention_book as ab
+from attention_book.exercises import ExerciseFailure, chapter03, check, load_all
 
 load_all()
 
@@ -148,3 +151,65 @@ def test_a_search_that_never_ends_is_stopped_with_a_hint(capsys, monkeypatch):
     assert "did not return within" in line and "tied" in line
     assert signal.getsignal(signal.SIGALRM) is before  # the alarm handler is put back
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_without_setitimer_a_search_that_never_ends_is_reported_and_the_check_returns(capsys, monkeypatch):
+    """Windows has no signal.setitimer: the answer runs in a daemon thread that the check stops waiting for."""
+    monkeypatch.delattr(signal, "setitimer")
+    monkeypatch.setattr(chapter03, "SEARCH_TIME_LIMIT_S", 0.5)
+    stop = threading.Event()
+
+    def search_until_stopped(scores, target=0.9):
+        if (scores == scores.max()).sum() > 1:
+            while not stop.wait(0.01):  # a loop that never ends by itself (and frees the CPU while it waits)
+                pass
+        return chapter03._beta_for_top_weight_solution(scores, target)
+
+    try:
+        assert not check("3.3", search_until_stopped)
+    finally:
+        stop.set()
+    line = _line(capsys)
+    assert "did not return within" in line and "tied" in line and "cannot be stopped" in line
+
+
+def test_without_setitimer_a_right_answer_passes_and_a_crash_names_its_line(capsys, monkeypatch):
+    monkeypatch.delattr(signal, "setitimer")
+    assert check("3.3", _beta_by_newton), _line(capsys)
+
+    def crashes(scores, target=0.9):
+        return scores[len(scores)].item()  # one past the end
+
+    assert not check("3.3", crashes)
+    line = _line(capsys)
+    assert "IndexError" in line and "in crashes()" in line
+
+
+# -- 3.4 straight-through top-m -----------------------------------------------------------
+
+
+def test_on_the_circle_plain_hard_choices_stay_stuck_and_straight_through_escapes():
+    for m, turn, plain in ((1, 0.0, lambda s, m: ab.hardmax(s)), (2, 0.3, ab.top_k_weights)):
+        with pytest.raises(ExerciseFailure, match=r"from the start pointing at key 1, the hard choice is still key 1"):
+            chapter03._circle_case(plain, m, turn)
+        chapter03._circle_case(chapter03._straight_through_solution, m, turn)
+
+
+def test_the_chapters_straight_through_for_m_1_is_told_that_m_is_ignored(capsys):
+    def straight_through(scores, m=1):  # the chapter's cell, with the m it does not use
+        soft = ab.softmax(scores)
+        return ab.hardmax(scores) + soft - soft.detach()
+
+    assert not check("3.4", straight_through)
+    assert "m is ignored" in _line(capsys)
+
+
+def test_straight_through_keeps_the_value_exactly_and_passes_back_the_softmax_gradient():
+    scores = torch.tensor([[0.3, 2.0, -1.0, 1.1], [0.0, -0.5, 0.8, 0.7]], requires_grad=True)
+    weights = chapter03._straight_through_solution(scores, 2)
+    assert torch.equal(weights.detach(), chapter03._top_m_weights(scores.detach(), 2))  # exactly
+    torch.testing.assert_close(weights.detach(), ab.top_k_weights(scores.detach(), 2))
+    upstream = torch.tensor([[1.0, -2.0, 0.5, 3.0], [0.2, 0.1, -1.0, 2.0]])
+    (gradient,) = torch.autograd.grad((weights * upstream).sum(), scores)
+    (expected,) = torch.autograd.grad((torch.softmax(scores, dim=-1) * upstream).sum(), scores)
+    torch.testing.assert_close(gradient, expected)

@@ -3,11 +3,16 @@
 3.1 Hardmax: one-hot weights on the largest score, tied maxima sharing equally.
 3.2 Sparsemax of one row of scores, with exact zeros and a correct gradient.
 3.3 Design: the smallest inverse temperature beta at which the top softmax weight
-    reaches a target, or None when no beta can.
+    reaches a target, or None when no beta can (the answer runs under a time limit: an
+    alarm on Unix, a daemon thread that is waited for elsewhere).
+3.4 Design: straight-through top-m, whose value is the top-m weights and whose gradient is
+    the softmax's over all the keys; then the chapter's circle, where it must escape the
+    trap from every start.
 
 Each checker tests the answer on fresh random inputs against the reference
 (:func:`~attention_book.hardmax`, :func:`~attention_book.sparsemax`,
-:func:`~attention_book.softmax`) and recognises typical wrong answers by what they compute.
+:func:`~attention_book.softmax`, :func:`~attention_book.top_k_weights`) and recognises
+typical wrong answers by what they compute.
 """
 
 from __future__ import annotations
@@ -375,11 +380,23 @@ class _TookTooLong(BaseException):
     """Raised by the alarm inside a student's function that runs too long (BaseException: not swallowed)."""
 
 
-def _call_with_time_limit(answer, *args):
-    """Call the answer; where the platform allows it, stop it after SEARCH_TIME_LIMIT_S seconds."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        return call(answer, *args)
+def _too_long(scores: torch.Tensor) -> str:
+    return (
+        f"your function did not return within {SEARCH_TIME_LIMIT_S:.0f} s, for scores {_short(scores)}: does a loop "
+        "never end? When the top score is tied, no beta reaches the target, so a search for one runs forever"
+    )
 
+
+def _call_with_time_limit(answer, *args):
+    """Call the answer and stop waiting after SEARCH_TIME_LIMIT_S seconds: with an alarm where the platform has one
+    (Unix, on the main thread), which also stops the answer; elsewhere (Windows, a thread of a server) in a daemon
+    thread that is waited for, and left running if it hangs (a thread cannot be stopped from outside)."""
+    if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+        return _call_with_alarm(answer, *args)
+    return _call_in_thread(answer, *args)
+
+
+def _call_with_alarm(answer, *args):
     def on_alarm(signum, frame):
         raise _TookTooLong
 
@@ -388,13 +405,31 @@ def _call_with_time_limit(answer, *args):
     try:
         return call(answer, *args)
     except _TookTooLong:
-        raise ExerciseFailure(
-            f"your function did not return within {SEARCH_TIME_LIMIT_S:.0f} s, for scores {_short(args[0])}: does a loop "
-            "never end? When the top score is tied, no beta reaches the target, so a search for one runs forever"
-        ) from None
+        raise ExerciseFailure(_too_long(args[0])) from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def _call_in_thread(answer, *args):
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call(answer, *args)
+        except BaseException as error:  # handed to the caller's thread, which reports it
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run, name="exercise 3.3: the answer", daemon=True)
+    worker.start()
+    worker.join(SEARCH_TIME_LIMIT_S)
+    if worker.is_alive():
+        raise ExerciseFailure(
+            _too_long(args[0]) + " (on this platform it cannot be stopped: it runs on until the kernel restarts)"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _short(scores: torch.Tensor) -> str:
@@ -818,5 +853,384 @@ add_properties(
                 )
             ),
         ),
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------
+# 3.4 Design: straight-through top-m (the top-m weights forward, the softmax's gradient backward)
+
+CIRCLE_STEPS = 8  # the hard choice must reach key 3 within this many steps of gradient descent
+CIRCLE_LEARNING_RATE = 0.5  # the chapter's train_query
+
+
+def _straight_through_solution(scores: torch.Tensor, m: int = 1) -> torch.Tensor:
+    """The top-m weights of each row (..., T_k) as the value; the softmax's gradient over all the keys."""
+    kth_largest = scores.topk(m, dim=-1).values[..., -1:]  # (..., 1): the m-th largest score of each row
+    kept = scores >= kth_largest  # (..., T_k): the top m, and any score tied with the m-th
+    top_m = torch.softmax(scores.masked_fill(~kept, float("-inf")), dim=-1)  # (..., T_k)
+    soft = torch.softmax(scores, dim=-1)  # (..., T_k): every key
+    # top_m has a gradient of its own inside the top m: detached, only the softmax's is left
+    return top_m.detach() + (soft - soft.detach())  # (soft - soft) is exactly 0: the value is exactly top_m
+
+
+def _top_m_weights(scores: torch.Tensor, m: int, dim: int = -1) -> torch.Tensor:
+    kth_largest = scores.topk(m, dim=dim).values.narrow(dim, m - 1, 1)
+    return torch.softmax(scores.masked_fill(scores < kth_largest, float("-inf")), dim=dim)
+
+
+def _softmax_pullback(weights: torch.Tensor, upstream: torch.Tensor, dim: int = -1) -> torch.Tensor:
+    """The gradient that a softmax with these weights passes back for the upstream gradient: a (u - sum a u)."""
+    return weights * (upstream - (weights * upstream).sum(dim=dim, keepdim=True))
+
+
+# The hints, shared by the probes, the checker and the registered mistakes (each fragment names one mistake).
+ST_SOFT_VALUE = "the forward value is the softmax's"
+ST_WRONG_AXIS = "the top m were chosen over the wrong axis"
+ST_INDEX = "the index of the largest score"
+ST_M_IGNORED = "m is ignored"
+ST_TIES_SUM = "the row sums to"
+ST_NO_GRADIENT = "no gradient reaches the scores"
+ST_SIGN = "the softmax's gradient with the opposite sign"
+ST_BOTH = "plus the softmax's"
+ST_OUTSIDE = "keys outside the top m get no gradient"
+ST_IN_PLACE = "an in-place operation"
+# The probes' scores: three rows of five distinct scores, whose largest lie in different columns.
+_ST_PROBE_SCORES = torch.tensor([[0.5, -1.0, 2.0, 0.0, 1.2], [-0.3, 1.5, 0.2, 1.45, -2.0], [0.9, 0.4, -0.6, 2.2, 1.7]])
+# A square batch (5 rows of 5 keys), on which an argmax down the columns still fits the shape.
+_ST_SQUARE_SCORES = torch.tensor(
+    [
+        [0.1, 2.0, -0.5, 0.7, 1.1],
+        [1.3, -0.2, 0.4, 2.5, 0.0],
+        [-1.0, 0.3, 1.9, 0.2, 0.8],
+        [0.6, 1.2, -0.7, -0.1, 2.1],
+        [2.4, 0.5, 1.0, -0.3, -0.9],
+    ]
+)
+
+
+def _st_value_variants(scores: torch.Tensor, m: int) -> dict[str, torch.Tensor]:
+    """What the usual slips return as the value on these scores (float64): hint -> weights."""
+    z = scores.double()
+    variants = {
+        f"{ST_SOFT_VALUE} (every key gets some weight): the forward pass must be the hard choice, the top-m weights "
+        "with exactly 0 outside the top m; only the gradient is borrowed from the softmax": torch.softmax(z, dim=-1),
+    }
+    if z.dim() >= 2 and m <= z.shape[0]:
+        variants[
+            f"{ST_WRONG_AXIS} (down the columns, dim=0): each row holds one query's scores over the keys, so take "
+            "the largest along the last axis (dim=-1)"
+        ] = _top_m_weights(z, m, dim=0)
+    kept_fewer = (
+        "you kept m - 1 keys (for m = 1 none, and a softmax over nothing is nan): the m-th largest score is kept too "
+        "(compare with >=, not >)"
+    )
+    if m == 1:
+        variants[kept_fewer] = torch.full_like(z, float("nan"))
+    if m > 1:
+        kept = z >= z.topk(m, dim=-1).values[..., -1:]
+        variants[
+            f"{ST_M_IGNORED}: with m = {m} your weights are one-hot; keep the m largest scores of each row and "
+            "take the softmax over them (the top-m attention above)"
+        ] = hardmax(z)
+        variants[
+            f"inside the top m each key got 1/m = {1 / m:.3g}: the top-m weights are the softmax over the m kept "
+            "scores, so a larger score keeps a larger weight"
+        ] = kept.double() / m
+        variants[kept_fewer] = _top_m_weights(z, m - 1)
+    return variants
+
+
+def _st_value_case(answer, scores: torch.Tensor, m: int, *, what: str) -> None:
+    """The forward value on scores without ties: exactly the top-m weights along the last axis."""
+    got = call(answer, scores.clone(), m)
+    what = f"the value ({what}, m = {m})"
+    if isinstance(got, torch.Tensor) and not got.is_floating_point() and got.shape != scores.shape:
+        raise ExerciseFailure(
+            f"{what} has shape {tuple(got.shape)}: whole numbers, {ST_INDEX} (what argmax or topk gives). Return "
+            f"WEIGHTS of the scores' shape {tuple(scores.shape)}: for m = 1 a one-hot row, 1 on the largest score"
+        )
+    if isinstance(got, torch.Tensor) and got.shape == (*scores.shape[:-1], m) and m < scores.shape[-1]:
+        raise ExerciseFailure(
+            f"{what} has shape {tuple(got.shape)}, m numbers a row: the m largest scores themselves (what topk's "
+            f"values give). Return WEIGHTS of the scores' shape {tuple(scores.shape)}, 0 outside the top m (scatter "
+            "the kept keys' softmax into a tensor of zeros, or mask the other scores before a softmax)"
+        )
+    known = _st_value_variants(scores, m)
+    if scores.dim() == 2 and m == 1:  # one_hot(argmax(dim=0)): one row per key, (T_k, T_k)
+        by_column = torch.nn.functional.one_hot(scores.argmax(dim=0), scores.shape[-1]).double()
+        axis = next(hint for hint in known if hint.startswith(ST_WRONG_AXIS))
+        known[
+            f"{axis}; argmax(dim=0) gives one index per key, hence a ({len(by_column)}, {len(by_column)}) one-hot"
+        ] = by_column
+    expected = _top_m_weights(scores.double(), m).to(scores.dtype)
+    if isinstance(got, torch.Tensor) and got.shape == scores.shape and got.is_floating_point():
+        outside = got.detach().double().masked_fill(expected > 0, 0.0)
+        close = (got.detach().double() - expected.double()).abs().max() < 0.5
+        if close and outside.abs().max() > 1e-6 and not _close_to_any(got, known):
+            raise ExerciseFailure(
+                f"{what} is nearly the top-m weights but not exactly: a key outside the top m gets "
+                f"{float(outside.abs().max()):.2g}. The forward value must be exactly hard, 0 outside the top m (a "
+                "softmax, however sharp, is never exactly 0)"
+            )
+    diagnose(got, expected, what, known_mistakes=known, atol=1e-6, rtol=1e-5)
+
+
+def _close_to_any(got: torch.Tensor, known: dict[str, torch.Tensor]) -> bool:
+    got = got.detach().double()
+    return any(
+        wrong.shape == got.shape and torch.allclose(got, wrong, atol=1e-6, equal_nan=True) for wrong in known.values()
+    )
+
+
+def _st_value_probe(answer) -> str | None:
+    """The value on the probe's scores for m = 1 and 2, then on a square batch; a case the answer crashes on is
+    left to the others (a crash on the (3, 5) batch is often an axis mistake that the square batch names)."""
+    for scores, m, what in (
+        (_ST_PROBE_SCORES, 1, "the probe's (3, 5) scores"),
+        (_ST_PROBE_SCORES, 2, "the probe's (3, 5) scores"),
+        (_ST_SQUARE_SCORES, 1, "a (5, 5) batch of scores"),
+    ):
+        try:
+            _st_value_case(answer, scores, m, what=what)
+        except ExerciseFailure as failure:
+            return str(failure)
+        except Exception:  # inconclusive here: the checker reports the crash
+            continue
+    return None
+
+
+# Ties: row 0 has two tied maxima (m = 1), row 1 a tie for the second place (m = 2).
+_ST_TIED = (torch.tensor([[1.0, 3.0, 0.0, 3.0, 2.0]]), torch.tensor([[3.0, 1.0, 2.0, 2.0, 0.0]]))
+
+
+def _st_ties_case(answer) -> None:
+    """Tied scores may all be kept (as ab.top_k_weights does) or only as many as m needs; either way the weights
+    are the softmax over the kept scores, so each row sums to 1."""
+    for scores, m in zip(_ST_TIED, (1, 2)):
+        got = call(answer, scores.clone(), m)
+        got = require_tensor_like(got, scores, f"the weights (scores {_short(scores[0])}, m = {m})").double()[0]
+        z = scores.double()[0]
+        kth = float(z.topk(m).values[-1])
+        kept = got > 0
+        total = float(got.sum())
+        if abs(total - 1.0) > 1e-5:
+            raise ExerciseFailure(
+                f"for the scores {_short(z)} with m = {m}, whose scores {_short(z[z == kth])} tie for place {m}, your "
+                f"weights {_short(got)} mean {ST_TIES_SUM} {total:.3g}: tied keys may share the kept weight (as "
+                "ab.top_k_weights does) or you may keep just enough of them, but the weights are a softmax over the "
+                "kept scores, so they sum to 1"
+            )
+        valid = bool((kept | (z <= kth)).all() and (~kept | (z >= kth)).all()) and int(kept.sum()) >= m
+        share = torch.softmax(z.masked_fill(~kept, float("-inf")), dim=0)
+        if not valid or not torch.allclose(got, share, atol=1e-6):
+            raise ExerciseFailure(
+                f"for the scores {_short(z)} with m = {m}, whose scores {_short(z[z == kth])} tie for place {m}, your "
+                f"weights are {_short(got)}: keep every score above the tie and at least enough of the tied ones to "
+                "make m, and give the kept keys the softmax of their scores"
+            )
+
+
+def _st_gradient_variants(scores: torch.Tensor, m: int, upstream: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What the usual slips pass back to the scores for this upstream gradient (float64): hint -> gradient."""
+    z, u = scores.double(), upstream.double()
+    soft = _softmax_pullback(torch.softmax(z, dim=-1), u)
+    top = _softmax_pullback(_top_m_weights(z, m), u)
+    variants = {
+        f"your gradient is {ST_SIGN}: the term that carries it enters with a minus, its detached copy with a plus; "
+        "swap the signs, so that raising a score the loss wants raised lowers the loss": -soft,
+    }
+    if m > 1:
+        variants[
+            f"your gradient is the top-m weights' own {ST_BOTH}: for m > 1 the top-m weights have a gradient of "
+            "their own inside the top m (hardmax had none), so detach them; only the softmax's may reach the scores"
+        ] = top + soft
+        variants[
+            f"your gradient is the top-m weights' own: {ST_OUTSIDE}, the trap of top-m attention; the gradient must be "
+            "the softmax's over ALL the keys"
+        ] = top
+    if z.dim() >= 2:
+        variants[
+            "your gradient is that of a softmax over the wrong axis (dim=0, down the columns): the borrowed softmax "
+            "runs over each row's keys, dim=-1"
+        ] = _softmax_pullback(torch.softmax(z, dim=0), u, dim=0)
+    return variants
+
+
+def _st_gradient_case(answer, scores: torch.Tensor, m: int, *, what: str) -> None:
+    """The gradient that the weights pass back to the scores: the softmax's over all the keys, and nothing else."""
+    leaf = scores.clone().requires_grad_(True)
+    upstream = torch.linspace(-1.0, 1.0, scores.numel(), dtype=scores.dtype).reshape(scores.shape).flip(-1) ** 3
+    what = f"{what}, m = {m}"
+    try:
+        result = call(answer, leaf, m)
+        if not isinstance(result, torch.Tensor) or result.shape != scores.shape:
+            raise Inconclusive("the value case names the type or shape")
+        gradient = None
+        if result.requires_grad:
+            (gradient,) = torch.autograd.grad((result * upstream).sum(), leaf, allow_unused=True)
+    except RuntimeError as error:
+        if "inplace" not in str(error).replace("-", "").lower():
+            raise
+        raise ExerciseFailure(
+            f"autograd stopped ({what}): {ST_IN_PLACE} (masked_fill_, -=, x[...] = ...) changed a tensor that "
+            "autograd needs (the scores themselves, or a softmax it must differentiate later). Write the out-of-place "
+            "form (masked_fill, x = x - ...), which makes a new tensor"
+        ) from None
+    if gradient is None or not gradient.abs().any():
+        raise ExerciseFailure(
+            f"{ST_NO_GRADIENT} ({what}: {'autograd sees no path back' if gradient is None else 'it is 0 everywhere'}"
+            "): with hard weights alone the query never moves, as on the circle. The value must stay the top-m "
+            "weights, so the softmax's gradient has to come from a term that adds 0 to the value"
+        )
+    expected = _softmax_pullback(torch.softmax(scores.double(), dim=-1), upstream.double())
+    diagnose(
+        gradient,
+        expected.to(scores.dtype),
+        f"the gradient your weights pass back ({what})",
+        known_mistakes={hint: g.to(scores.dtype) for hint, g in _st_gradient_variants(scores, m, upstream).items()},
+        atol=1e-6,
+        rtol=1e-4,
+    )
+
+
+def _st_gradient_probe(answer) -> str | None:
+    """The gradient on the probe's scores, for m = 1, then m = 2 (where the top-m weights have one of their own)."""
+    for m in (1, 2):
+        try:
+            _st_gradient_case(answer, _ST_PROBE_SCORES, m, what="the probe's (3, 5) scores")
+        except ExerciseFailure as failure:
+            return str(failure)
+    return None
+
+
+def _circle() -> tuple[torch.Tensor, torch.Tensor]:
+    """The chapter's circle: five keys (5, 2) of length 2 and their one-hot values (5, 5)."""
+    angles = torch.arange(5, dtype=torch.float64) * 2 * math.pi / 5
+    return 2.0 * torch.stack([angles.cos(), angles.sin()], dim=1), torch.eye(5, dtype=torch.float64)
+
+
+def _circle_case(answer, m: int, turn: float) -> None:
+    """Gradient descent on the query with the answer's weights, from a start pointing at each key (turned by
+    ``turn`` radians): the hard choice must reach key 3 within CIRCLE_STEPS steps."""
+    keys, values = _circle()
+    for start_key in range(5):
+        angle = torch.tensor(start_key * 2 * math.pi / 5 + turn, dtype=torch.float64)
+        query = torch.stack([angle.cos(), angle.sin()]).requires_grad_(True)  # (2,)
+        start = query.detach().clone()
+        for _ in range(CIRCLE_STEPS + 1):
+            weights = call(answer, keys @ query, m)  # (5,)
+            if not isinstance(weights, torch.Tensor) or weights.shape != (5,):
+                raise ExerciseFailure(f"on the circle your function returned {weights!r} for 5 scores and m = {m}")
+            if int(weights.detach().argmax()) == 2:
+                break
+            loss = ((weights.double() @ values - values[2]) ** 2).sum()
+            if not loss.requires_grad:
+                break
+            (gradient,) = torch.autograd.grad(loss, query)
+            with torch.no_grad():
+                query -= CIRCLE_LEARNING_RATE * gradient
+        if int(weights.detach().argmax()) != 2:
+            moved = float((query.detach() - start).norm())
+            raise ExerciseFailure(
+                f"on the chapter's circle with m = {m}, from the start pointing at key {start_key + 1}, the hard choice "
+                f"is still key {int(weights.detach().argmax()) + 1} after {CIRCLE_STEPS} steps of gradient descent "
+                f"(the query moved by {moved:.3g}): the softmax's gradient raises key 3's score however wrong the hard "
+                "choice is; check that your weights pass back exactly that gradient"
+            )
+
+
+def _st_scores(generator: torch.Generator, *shape: int, dtype=torch.float32) -> torch.Tensor:
+    """Random scores without ties (rounded to 3 decimals, redrawn until each row's values are distinct)."""
+    while True:
+        scores = (1.5 * torch.randn(*shape, generator=generator, dtype=torch.float64)).round(decimals=3)
+        rows = scores.reshape(-1, shape[-1])
+        if all(len(set(row.tolist())) == shape[-1] for row in rows):
+            return scores.to(dtype)
+
+
+def _check_straight_through(answer) -> None:
+    generator = random_generator()
+    cases = [
+        (_st_scores(generator, 4, 6), 1, "a (4, 6) batch of scores"),
+        (_st_scores(generator, 2, 3, 7, dtype=torch.float64), 3, "float64 scores of shape (2, 3, 7)"),
+        (_st_scores(generator, 5), 2, "one row of 5 scores"),
+        (_st_scores(generator, 3, 4), 4, "a (3, 4) batch, every key kept"),
+    ]
+    for scores, m, what in cases:
+        _st_value_case(answer, scores, m, what=what)
+    _st_ties_case(answer)
+    for scores, m, what in cases:
+        _st_gradient_case(answer, scores, m, what=what)
+    _circle_case(answer, 1, 0.0)
+    _circle_case(answer, 2, 0.3)
+
+
+def _st_softmax_only(scores, m=1):
+    return torch.softmax(scores, dim=-1)
+
+
+def _st_without_soft_term(scores, m=1):
+    return _top_m_weights(scores, m)
+
+
+def _st_sign_error(scores, m=1):
+    soft = torch.softmax(scores, dim=-1)
+    return _top_m_weights(scores, m).detach() - soft + soft.detach()
+
+
+def _st_hard_not_detached(scores, m=1):
+    soft = torch.softmax(scores, dim=-1)
+    return _top_m_weights(scores, m) + soft - soft.detach()
+
+
+def _st_over_first_axis(scores, m=1):
+    soft = torch.softmax(scores, dim=-1)
+    return _top_m_weights(scores, m, dim=0).detach() + soft - soft.detach()
+
+
+def _st_index(scores, m=1):
+    return scores.topk(m, dim=-1).indices.squeeze(-1)
+
+
+def _st_ties_each_one(scores, m=1):
+    """For m = 1 the one-hot written as a comparison with the maximum: tied maxima each get 1."""
+    soft = torch.softmax(scores, dim=-1)
+    if m == 1:
+        hard = (scores == scores.amax(dim=-1, keepdim=True)).to(scores.dtype)
+    else:
+        hard = _top_m_weights(scores, m)
+    return hard.detach() + soft - soft.detach()
+
+
+def _st_in_place(scores, m=1):
+    soft = torch.softmax(scores, dim=-1)
+    hard = _top_m_weights(scores.detach(), m)
+    soft -= soft.detach()
+    return hard + soft
+
+
+register(
+    "3.4",
+    "Straight-through top-m",
+    _check_straight_through,
+    answer="straight_through_top_m",
+    solution=_straight_through_solution,
+    mistakes=[
+        Mistake("value is the softmax", _st_softmax_only, ST_SOFT_VALUE),
+        Mistake("no softmax term", _st_without_soft_term, ST_NO_GRADIENT),
+        Mistake("sign error", _st_sign_error, ST_SIGN),
+        Mistake("top-m part not detached", _st_hard_not_detached, ST_BOTH),
+        Mistake("top m over the wrong axis", _st_over_first_axis, ST_WRONG_AXIS),
+        Mistake("returned the index", _st_index, ST_INDEX),
+        Mistake("tied keys each get 1", _st_ties_each_one, ST_TIES_SUM),
+        Mistake("in-place subtraction", _st_in_place, ST_IN_PLACE),
+    ],
+    properties=[
+        Property(
+            "the forward value (exactly the top-m weights: one-hot for m = 1, 0 outside the top m)", _st_value_probe
+        ),
+        Property("ties (each row still sums to 1)", probe_from_check(_st_ties_case)),
+        Property("the gradient (the softmax's over all the keys, and nothing else)", _st_gradient_probe),
     ],
 )
