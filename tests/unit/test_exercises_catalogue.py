@@ -29,6 +29,7 @@ chapter, and the slowest check.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import time
@@ -38,6 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attention_book.analysis.heads import head_focus, relation_accuracy
 from attention_book.exercises import REGISTRY, evaluate, get, load_all
 from attention_book.exercises._core import GENERIC
 from attention_book.training.transfer import probe_accuracy, train_linear_probe
@@ -1633,6 +1635,207 @@ def _(x, in_w, in_b, out_w, out_b, num_heads):
         outs.append(a @ v[..., block])
         weights.append(a)
     return F.linear(torch.cat(outs, dim=-1), out_w, out_b), torch.stack(weights, dim=1)
+
+
+# ---------------------------------------------------------------- 4.4 partner_head(model, task)
+
+
+def _attention_of(model):
+    return model.encoder.layers[0].self_attn
+
+
+def _without(model, head, *, rows=False, width=None):
+    """A copy of the model with head `head` zeroed in W_O, as students write it (columns, or rows by mistake)."""
+    ablated = copy.deepcopy(model)
+    attention = _attention_of(ablated)
+    d_k = width or attention.d_head
+    with torch.no_grad():
+        if rows:
+            attention.out_proj.weight[head * d_k : (head + 1) * d_k, :] = 0.0
+        else:
+            attention.out_proj.weight[:, head * d_k : (head + 1) * d_k] = 0.0
+    return ablated
+
+
+def _partner_accuracies(model, task, **removal):
+    return [
+        relation_accuracy(_without(model, head, **removal), task)["partner's digit"]
+        for head in range(_attention_of(model).num_heads)
+    ]
+
+
+@wrong("4.4", "head 1, as in seed 0's head grid", r"depends on the model")
+def _(model, task):
+    return 1
+
+
+@wrong("4.4", "the head with most weight on the partner", r"where a head looks")
+def _(model, task):
+    focus = head_focus(model, task)  # (heads, 3): previous, partner, itself
+    return int(focus[:, 1].argmax())
+
+
+@wrong("4.4", "last_weights averaged on the partner positions", r"where a head looks")
+def _(model, task):
+    with torch.no_grad():
+        model(task.tokens)
+    weights = _attention_of(model).last_weights  # (N, heads, T, T)
+    on_partner = weights[:, :, 1:, :].gather(
+        3, task.partner[:, None, 1:, None].expand(-1, weights.shape[1], -1, 1)
+    )  # (N, heads, T - 1, 1)
+    return int(on_partner.mean(dim=(0, 2, 3)).argmax())
+
+
+@wrong("4.4", "the head with most weight on the previous token", r"follows the previous token")
+def _(model, task):
+    return int(head_focus(model, task)[:, 0].argmax())
+
+
+@wrong("4.4", "the chapter's without_head without the deepcopy", r"changed the model it was given")
+def _(model, task):
+    attention = _attention_of(model)
+    d_k = attention.d_head
+    scores = []
+    for head in range(attention.num_heads):
+        with torch.no_grad():
+            attention.out_proj.weight[:, head * d_k : (head + 1) * d_k] = 0.0
+        scores.append(relation_accuracy(model, task)["partner's digit"])
+    return scores.index(min(scores))
+
+
+@wrong("4.4", "rows of out_proj.weight zeroed", r"out_features, in_features")
+def _(model, task):
+    left = _partner_accuracies(model, task, rows=True)
+    return left.index(min(left))
+
+
+@wrong("4.4", "d_k = 16, the chapter's head size", r"not one head's block")
+def _(model, task):
+    left = _partner_accuracies(model, task, width=16)
+    return left.index(min(left))
+
+
+@wrong(
+    "4.4",
+    "argmin of 'both digits'",
+    r"'both digits' falls without either head",
+    parts=("the previous-token head returned",),
+)
+def _(model, task):
+    heads = _attention_of(model).num_heads
+    both = [relation_accuracy(_without(model, head), task)["both digits"] for head in range(heads)]
+    return both.index(min(both))
+
+
+@wrong("4.4", "the head whose removal hurts least", r"leaves the partner's digit highest")
+def _(model, task):
+    left = _partner_accuracies(model, task)
+    return left.index(max(left))
+
+
+@wrong("4.4", "partner digit read as class % 4", r"follows the previous token")
+def _(model, task):
+    scores = []
+    for head in range(_attention_of(model).num_heads):
+        with torch.no_grad():
+            predicted = _without(model, head)(task.tokens).argmax(dim=-1)  # (N, T)
+        labelled = task.targets != -100
+        digits = task.num_digits
+        scores.append((predicted[labelled] % digits == task.targets[labelled] % digits).float().mean().item())
+    return scores.index(min(scores))
+
+
+@wrong("4.4", "returned the accuracies of every head", r"one per head|return the number of the head")
+def _(model, task):
+    return torch.tensor(_partner_accuracies(model, task))
+
+
+@wrong("4.4", "returned the lowest accuracy", r"an accuracy")
+def _(model, task):
+    return min(_partner_accuracies(model, task))
+
+
+@wrong("4.4", "heads counted from 1", r"from 1")
+def _(model, task):
+    left = _partner_accuracies(model, task)
+    return left.index(min(left)) + 1
+
+
+@wrong("4.4", "a loop over range(2), the chapter's two heads", r"removed only.*every head")
+def _(model, task):
+    left = [relation_accuracy(_without(model, head), task)["partner's digit"] for head in range(2)]
+    return left.index(min(left))
+
+
+@wrong("4.4", "one copy, the heads removed one after another", r"removed at once.*afresh")
+def _(model, task):
+    ablated = copy.deepcopy(model)
+    attention = _attention_of(ablated)
+    d_k, left = attention.d_head, []
+    for head in range(attention.num_heads):
+        with torch.no_grad():
+            attention.out_proj.weight[:, head * d_k : (head + 1) * d_k] = 0.0
+        left.append(relation_accuracy(ablated, task)["partner's digit"])
+    return left.index(min(left))
+
+
+@correct("4.4", "a copy per head, argmin as a 0-d tensor")
+def _(model, task):
+    accuracies = torch.tensor(_partner_accuracies(model, task))
+    return accuracies.argmin()
+
+
+@correct("4.4", "a hook on out_proj that zeroes the head's input, no copy")
+def _(model, task):
+    attention = _attention_of(model)
+    d_k, found = attention.d_head, {}
+    for head in range(attention.num_heads):
+
+        def silence(module, inputs, head=head):
+            merged = inputs[0].clone()
+            merged[..., head * d_k : (head + 1) * d_k] = 0.0
+            return (merged,)
+
+        handle = attention.out_proj.register_forward_pre_hook(silence)
+        try:
+            found[head] = relation_accuracy(model, task)["partner's digit"]
+        finally:
+            handle.remove()
+    return min(found, key=found.get)
+
+
+@correct("4.4", "columns zeroed in place and put back")
+def _(model, task):
+    weight = _attention_of(model).out_proj.weight
+    d_k, best, lowest = _attention_of(model).d_head, None, 2.0
+    for head in range(_attention_of(model).num_heads):
+        block = slice(head * d_k, (head + 1) * d_k)
+        kept = weight[:, block].detach().clone()
+        with torch.no_grad():
+            weight[:, block] = 0.0
+        accuracy = relation_accuracy(model, task)["partner's digit"]
+        with torch.no_grad():
+            weight[:, block] = kept
+        if accuracy < lowest:
+            best, lowest = head, accuracy
+    return best
+
+
+@correct("4.4", "a float64 copy, W_V's rows and bias zeroed, accuracy by hand")
+def _(model, task):
+    labelled = task.targets != -100
+    digits = task.num_digits
+    scores = []
+    for head in range(_attention_of(model).num_heads):
+        ablated = copy.deepcopy(model).double()
+        attention = _attention_of(ablated)
+        block = slice(head * attention.d_head, (head + 1) * attention.d_head)
+        with torch.no_grad():
+            attention.v_proj.weight[block] = 0.0
+            attention.v_proj.bias[block] = 0.0
+            predicted = ablated(task.tokens).argmax(dim=-1)
+        scores.append((predicted[labelled] // digits == task.targets[labelled] // digits).double().mean().item())
+    return scores.index(min(scores))
 
 
 # ====================================================================== chapter 5

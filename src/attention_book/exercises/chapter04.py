@@ -5,24 +5,30 @@
     (narrow, d_model / h per head; wide, d_model per head).
 4.3 Multi-head self-attention from PyTorch's own weights, equal to
     ``torch.nn.MultiheadAttention``.
+4.4 Which head of a two-relation model finds the partner: decided by removing heads, on models
+    built by hand whose head roles are shuffled (and where a head may look at the partner unused).
 
 Each checker tests the answer on fresh random inputs against the reference
 (:func:`~attention_book.split_heads`, :func:`~attention_book.merge_heads`,
-:class:`~attention_book.MultiHeadAttention`, ``torch.nn.MultiheadAttention``) and recognises
-typical wrong answers by what they compute.
+:class:`~attention_book.MultiHeadAttention`, ``torch.nn.MultiheadAttention``; for 4.4 the head
+each hand-built model was given) and recognises typical wrong answers by what they compute.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 
 import torch
 from torch import nn
 
+from ..analysis.heads import head_focus, relation_accuracy
+from ..data.tasks import IGNORE, TwoRelationTask
 from ..multihead import MultiHeadAttention
 from ..multihead import merge_heads as reference_merge
 from ..multihead import split_heads as reference_split
+from ..transformer import TokenClassifier
 from ._core import (
     ExerciseFailure,
     Inconclusive,
@@ -899,5 +905,435 @@ add_properties(
         ),
         Property("the in-projection biases ([query | key | value], added before the split)", _in_bias_probe),
         Property("the output projection (out = merged W_O^T + b_O)", _output_projection_probe),
+    ],
+)
+
+# ---------------------------------------------------------------------------------
+# 4.4 Which head finds the partner?
+#
+# The checker's models are chapter 4's two_relation_model (one encoder layer, a read-out of the 16 digit pairs at every
+# position) with learned positions, 2-4 heads and weights set by hand, so that each head plays a role chosen by the
+# checker: "partner" (attends to the other token with the same letter and writes its digit where the read-out finds the
+# partner's digit), "previous" (the same for the token before), "unused" (attends to the partner more sharply than the
+# partner head, but nothing it writes reaches the read-out) or "idle" (uniform weights, writes nothing). A token's
+# vector keeps each part in its own features; W_O is filled with small random numbers wherever they reach nothing
+# the read-out reads (the layer norms shift and scale every feature alike, and every class's read-out row sums to 2),
+# so that which rows or columns of W_O an answer zeroed can be seen from W_O itself.
+
+_D_MODEL, _LETTERS, _DIGITS, _LENGTH = 96, 8, 4, 8
+_LETTER, _DIGIT, _POSITION, _PARTNER_OUT, _PREVIOUS_OUT = 0, 8, 12, 20, 24
+# Scaled scores: the partner head's on the partner, the unused head's, the previous-token head's on the token before.
+_PARTNER_SCORE, _UNUSED_SCORE, _PREVIOUS_SCORE, _SELF_PENALTY = 5.0, 10.0, 8.0, 20.0
+_TASK_SIZE = 100
+
+
+def _set_head(attention, head: int, role: str) -> None:
+    """Head ``head``'s blocks of W_Q, W_K, W_V (rows) and W_O (columns) for its role (under torch.no_grad)."""
+    d_k = attention.d_head
+    start, root = head * d_k, math.sqrt(d_k)
+    q, k, v, out = (
+        attention.q_proj.weight,
+        attention.k_proj.weight,
+        attention.v_proj.weight,
+        attention.out_proj.weight,
+    )
+    letters, positions = slice(_LETTER, _LETTER + _LETTERS), slice(_POSITION, _POSITION + _LENGTH)
+    if role in ("partner", "unused"):  # score a^2 for the same letter, minus a penalty for the token itself
+        a = math.sqrt((_PARTNER_SCORE if role == "partner" else _UNUSED_SCORE) * root)
+        q[start : start + _LETTERS, letters] = a * torch.eye(_LETTERS)
+        k[start : start + _LETTERS, letters] = a * torch.eye(_LETTERS)
+        q[start + _LETTERS : start + _LETTERS + _LENGTH, positions] = -_SELF_PENALTY * root * torch.eye(_LENGTH)
+        k[start + _LETTERS : start + _LETTERS + _LENGTH, positions] = torch.eye(_LENGTH)
+    elif role == "previous":  # position t's query matches the key of position t - 1
+        q[start : start + _LENGTH - 1, _POSITION + 1 : _POSITION + _LENGTH] = (
+            _PREVIOUS_SCORE * root * torch.eye(_LENGTH - 1)
+        )
+        k[start : start + _LENGTH, positions] = torch.eye(_LENGTH)
+    if role != "idle":  # the value is the token's digit, one-hot, in the head's first 4 features
+        v[start : start + _DIGITS, _DIGIT : _DIGIT + _DIGITS] = torch.eye(_DIGITS)
+    out[_PARTNER_OUT : _PREVIOUS_OUT + _DIGITS, start : start + _DIGITS] = 0.0  # the read-out's features
+    target = {"partner": _PARTNER_OUT, "previous": _PREVIOUS_OUT}.get(role)
+    if target is not None:
+        out[target : target + _DIGITS, start : start + _DIGITS] = 4.0 * torch.eye(_DIGITS)
+
+
+def _hand_built_model(roles: tuple[str, ...], generator: torch.Generator, *, lean: tuple[int, int]) -> TokenClassifier:
+    """A two_relation_model whose head h plays ``roles[h]``; ``lean`` = (partner digit, previous digit) that its
+    read-out answers when the head of that relation is gone (a tiny bias)."""
+    model = TokenClassifier(
+        _LETTERS * _DIGITS,
+        _DIGITS * _DIGITS,
+        d_model=_D_MODEL,
+        num_heads=len(roles),
+        d_ff=8,
+        num_layers=1,
+        max_len=_LENGTH,
+        positional="learned",
+    )
+    layer = model.encoder.layers[0]
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.zero_()
+        layer.norm1.weight.fill_(1.0)
+        layer.norm2.weight.fill_(1.0)
+        for token in range(_LETTERS * _DIGITS):  # token = letter * 4 + digit
+            model.encoder.embedding.tokens.weight[token, _LETTER + token // _DIGITS] = 1.0
+            model.encoder.embedding.tokens.weight[token, _DIGIT + token % _DIGITS] = 1.0
+        model.encoder.embedding.positions.embedding.weight[:, _POSITION : _POSITION + _LENGTH] = torch.eye(_LENGTH)
+        layer.self_attn.out_proj.weight.copy_(0.1 * torch.randn(_D_MODEL, _D_MODEL, generator=generator))
+        for head, role in enumerate(roles):
+            _set_head(layer.self_attn, head, role)
+        for pair in range(_DIGITS * _DIGITS):  # class 4 * partner digit + previous digit
+            model.head.weight[pair, _PARTNER_OUT + pair // _DIGITS] = 1.0
+            model.head.weight[pair, _PREVIOUS_OUT + pair % _DIGITS] = 1.0
+            model.head.bias[pair] = 0.01 * ((pair // _DIGITS == lean[0]) + (pair % _DIGITS == lean[1]))
+    return model.eval()
+
+
+def _task_and_lean(generator: torch.Generator) -> tuple[TwoRelationTask, tuple[int, int]]:
+    """A small task, and the digits the read-out falls back on: the commonest partner's digit and the rarest previous
+    digit, at least a point apart, so that removing the previous-token head costs 'both digits' more than removing the
+    partner head (an answer that picks by 'both digits' then names the wrong head every time)."""
+    while True:
+        task = TwoRelationTask(_TASK_SIZE, seed=int(torch.randint(0, 2**31 - 1, (), generator=generator)))
+        targets = task.targets[task.targets != IGNORE]
+        partner = torch.bincount(targets // _DIGITS, minlength=_DIGITS).float() / len(targets)
+        previous = torch.bincount(targets % _DIGITS, minlength=_DIGITS).float() / len(targets)
+        if float(partner.max() - previous.min()) >= 0.01:
+            return task, (int(partner.argmax()), int(previous.argmin()))
+
+
+def _role_cases(generator: torch.Generator) -> list[tuple[str, ...]]:
+    """Two heads both ways round; three heads with the unused one before the previous-token head; four with the
+    partner head at 2 or 3."""
+
+    def shuffled(roles):
+        return tuple(roles[i] for i in torch.randperm(len(roles), generator=generator).tolist())
+
+    two = [("partner", "previous"), ("previous", "partner")]
+    if bool(torch.rand((), generator=generator) < 0.5):
+        two.reverse()
+    three = shuffled(("partner", "previous", "unused"))
+    while three.index("unused") > three.index("previous"):
+        three = shuffled(three)
+    four = shuffled(("partner", "previous", "unused", "idle"))
+    while four.index("partner") < 2:  # past the chapter's two heads
+        four = shuffled(four)
+    return [*two, three, four]
+
+
+def _copy_without_head(model: nn.Module, head: int) -> nn.Module:
+    """A copy of ``model`` whose attention layer ignores head ``head``: its columns of W_O set to 0."""
+    ablated = copy.deepcopy(model)
+    attention = ablated.encoder.layers[0].self_attn
+    with torch.no_grad():
+        attention.out_proj.weight[:, head * attention.d_head : (head + 1) * attention.d_head] = 0.0
+    return ablated
+
+
+def _partner_head_solution(model: nn.Module, task: TwoRelationTask) -> int:
+    """The head of layer 0 without which the model loses the partner's digit."""
+    heads = model.encoder.layers[0].self_attn.num_heads
+    left = [relation_accuracy(_copy_without_head(model, head), task)["partner's digit"] for head in range(heads)]
+    return min(range(heads), key=lambda head: left[head])  # the head whose removal costs the partner most
+
+
+# What the checker says: every hint names what to change.
+ROLE_WORDS = {
+    "partner": "finds the partner",
+    "previous": "follows the previous token",
+    "unused": "looks at the partner but is not used",
+    "idle": "idle",
+}
+HEAD_HINTS = {
+    "in place": "your function changed the model it was given",
+    "rows": "nn.Linear stores W_O as (out_features, in_features)",
+    "block": "which is not one head's block",
+    "at once": "removed at once",
+    "missing": "you removed only",
+    "from one": "you counted the heads from 1",
+    "constant": "which head finds the partner depends on the model",
+    "looks": "where a head looks is not what the model uses",
+    "highest": "the head whose removal leaves the partner's digit highest",
+    "previous": "the head that follows the previous token",
+}
+
+
+def _described(roles: tuple[str, ...]) -> str:
+    return "(" + ", ".join(f"head {head}: {ROLE_WORDS[role]}" for head, role in enumerate(roles)) + ")"
+
+
+def _watch(model: nn.Module) -> list[torch.Tensor]:
+    """The W_O of every run of the model's attention from now on, in the model and in its copies (copy.deepcopy
+    keeps the hook)."""
+    seen: list[torch.Tensor] = []
+
+    def record(module, args):
+        seen.append(module.out_proj.weight.detach().to(torch.float32).clone())
+
+    model.encoder.layers[0].self_attn.register_forward_pre_hook(record)
+    return seen
+
+
+def _head_number(result, heads: int) -> int:
+    """The answer as an int (a whole number, or a one-element integer tensor); anything else is explained."""
+    where = f"for a model with {heads} heads your function returned"
+    if isinstance(result, torch.Tensor) and result.numel() == 1 and not result.is_floating_point():
+        result = result.item()
+    if isinstance(result, numbers.Integral) and not isinstance(result, bool):
+        return int(result)
+    if isinstance(result, torch.Tensor) and result.numel() == heads:
+        raise ExerciseFailure(
+            f"{where} a tensor of {heads} values, one per head: return the number of the head the model needs for the "
+            "partner (e.g. int(values.argmin()) of the partner's digit accuracies left)"
+        )
+    if isinstance(result, (list, tuple, dict)):
+        raise ExerciseFailure(
+            f"{where} a {type(result).__name__} of {len(result)}: return one number, the head the model needs for the "
+            "partner (take the min or argmin of what you collected)"
+        )
+    if isinstance(result, (numbers.Real, torch.Tensor)) and not isinstance(result, bool):
+        value = float(result)
+        if 0.0 <= value <= 1.0 and not value.is_integer():
+            raise ExerciseFailure(
+                f"{where} {value:.4g}, an accuracy: return the number of the head whose removal gives it "
+                "(an int from 0 to num_heads - 1), not the accuracy itself"
+            )
+        raise ExerciseFailure(f"{where} {value!r}: return the head's number as an int (0 to num_heads - 1)")
+    raise ExerciseFailure(f"{where} {result!r}: return the head's number as an int (0 to num_heads - 1)")
+
+
+def _left_alone(model: nn.Module, before: dict[str, torch.Tensor]) -> None:
+    for name, tensor in model.state_dict().items():
+        if not torch.equal(tensor, before[name]):
+            changed = int((tensor != before[name]).sum())
+            raise ExerciseFailure(
+                f"{HEAD_HINTS['in place']}: {changed} entries of {name} differ after the call. Remove each head in a copy "
+                "(ablated = copy.deepcopy(model)), so that the model stays whole for the next head and for whoever uses "
+                "it after you"
+            )
+
+
+def _listed(numbers: list[int]) -> str:
+    return (
+        " and ".join(str(n) for n in numbers)
+        if len(numbers) < 3
+        else ", ".join(map(str, numbers[:-1])) + f" and {numbers[-1]}"
+    )
+
+
+def _span(indices: list[int]) -> str:
+    if indices == list(range(indices[0], indices[-1] + 1)):
+        return f"{indices[0]} to {indices[-1]}"
+    return ", ".join(str(index) for index in indices[:6]) + (", ..." if len(indices) > 6 else "")
+
+
+def _removals(seen: list[torch.Tensor], original: torch.Tensor, heads: int) -> tuple[set[int], str | None]:
+    """The heads an answer removed (from the W_O of each run it made), or what went wrong in a removal."""
+    d_k, removed = _D_MODEL // heads, set()
+    was_zero_column, was_zero_row = (original == 0).all(dim=0), (original == 0).all(dim=1)
+    for weight in seen:
+        columns = ((weight == 0).all(dim=0) & ~was_zero_column).nonzero().flatten().tolist()
+        rows = ((weight == 0).all(dim=1) & ~was_zero_row).nonzero().flatten().tolist()
+        if rows and not columns:
+            return removed, (
+                f"{HEAD_HINTS['rows']}, so head r's output enters through its columns r*d_k to (r+1)*d_k - 1 "
+                f"(weight[:, r*d_k:(r+1)*d_k] = 0); you zeroed rows {_span(rows)}, which are output features"
+            )
+        blocks = {column // d_k for column in columns}
+        whole = columns == [c for block in sorted(blocks) for c in range(block * d_k, (block + 1) * d_k)]
+        if columns and whole and len(blocks) > 1:
+            return removed, (
+                f"one of your runs had heads {_listed(sorted(blocks))} {HEAD_HINTS['at once']} (columns "
+                f"{_span(columns)} of out_proj.weight zeroed): removing heads one after another in the same copy keeps "
+                "the earlier ones removed; copy the model afresh for each head"
+            )
+        if columns and not whole:
+            return removed, (
+                f"one of your removals zeroed columns {_span(columns)} of out_proj.weight, {HEAD_HINTS['block']}: "
+                f"with d_k = d_model // num_heads = {_D_MODEL} // {heads} = {d_k} here, head r owns columns r*d_k to "
+                f"(r+1)*d_k - 1 (head 0: 0 to {d_k - 1}, head 1: {d_k} to {2 * d_k - 1})"
+            )
+        removed |= blocks
+    return removed, None
+
+
+def _wrong_head_hint(cases: list[tuple], task: TwoRelationTask) -> str:
+    """Why the answer named another head than the partner head in at least one of the models."""
+    expected = [roles.index("partner") for roles, *_ in cases]
+    got = [answer for _, _, answer, _, _ in cases]
+    for (roles, _, answer, seen, original), partner in zip(cases, expected):
+        removed, _ = _removals(seen, original, len(roles))
+        if removed and len(removed) < len(roles) and partner not in removed and answer != partner:
+            return (
+                f"{HEAD_HINTS['missing']} heads {_listed(sorted(removed))} of a model with {len(roles)} heads "
+                f"{_described(roles)}: try every head, range(attention.num_heads), not a fixed number of them"
+            )
+    if all(answer == partner + 1 for answer, partner in zip(got, expected)):
+        return f"{HEAD_HINTS['from one']}: the book numbers them from 0 (head 0 owns the first d_k columns of W_O)"
+    for roles, _, answer, _, _ in cases:
+        if not 0 <= answer < len(roles):
+            return f"you returned head {answer} for a model with {len(roles)} heads: heads are numbered 0 to {len(roles) - 1}"
+    if len(set(got)) == 1:
+        first, other = cases[0][0], next(roles for roles, *_ in cases if roles.index("partner") != expected[0])
+        return (
+            f"{HEAD_HINTS['constant']}: you returned head {got[0]} for every model, but the partner head is head "
+            f"{expected[0]} in a model whose heads are {_described(first)} and head {other.index('partner')} in "
+            f"{_described(other)} (in the chapter it changes with the seed): decide from the model you are given, by "
+            "removing each head in turn (in a copy) and measuring the partner's digit"
+        )
+    return _role_hint(cases, task)
+
+
+def _role_hint(cases: list[tuple], task: TwoRelationTask) -> str:
+    """Why the head returned plays another role: the accuracies the checker measures without each head."""
+    left = [
+        [relation_accuracy(_copy_without_head(model, head), task) for head in range(len(roles))]
+        for roles, model, *_ in cases
+    ]
+    partner_left = [[accuracies["partner's digit"] for accuracies in per_model] for per_model in left]
+    focus = [head_focus(model, task)[:, 1] for _, model, *_ in cases]
+    index = next(i for i, (roles, _, answer, _, _) in enumerate(cases) if roles[answer] != "partner")
+    roles, _, answer, _, _ = cases[index]
+    partner = roles.index("partner")
+    kept, lost = partner_left[index][answer], partner_left[index][partner]
+    got = [answer for _, _, answer, _, _ in cases]
+    if all(g == int(weights.argmax()) for g, weights in zip(got, focus)):
+        return (
+            f"{HEAD_HINTS['looks']}: for a model whose heads are {_described(roles)} you returned head {answer}, which "
+            f"puts {float(focus[index][answer]):.2%} of its weight on the partner (head {partner}: "
+            f"{float(focus[index][partner]):.2%}), yet without head {answer} the partner's digit is still right "
+            f"{kept:.0%} of the time and without head {partner} only {lost:.0%}. Remove each head in a copy and "
+            "measure the partner's digit"
+        )
+    if all(g == max(range(len(values)), key=values.__getitem__) for g, values in zip(got, partner_left)):
+        return (
+            f"you returned {HEAD_HINTS['highest']} (for a model whose heads are {_described(roles)}: head {answer}, "
+            f"{kept:.0%} right without it); the partner head is the one whose removal costs it most (head {partner}: "
+            f"{lost:.0%} without it): take the smallest accuracy (min or argmin), not the largest"
+        )
+    if all(case[0][g] == "previous" for case, g in zip(cases, got)):
+        previous = left[index][answer]["previous token's digit"]
+        return (
+            f"in every model you returned {HEAD_HINTS['previous']}: without it (head {answer} of "
+            f"{_described(roles)}) the previous token's digit falls to {previous:.0%} while the partner's digit stays at "
+            f"{kept:.0%}. Return the head without which the partner's digit falls "
+            "(relation_accuracy(...)[\"partner's digit\"]); 'both digits' falls without either head, so it cannot "
+            "tell them apart"
+        )
+    return (
+        f"for a model whose heads are {_described(roles)} you returned head {answer}, but without it the partner's "
+        f"digit is still right {kept:.0%} of the time; without head {partner} it falls to {lost:.0%}: that is the head "
+        "the model needs for the partner"
+    )
+
+
+def _check_partner_head(answer) -> None:
+    generator = random_generator()
+    task, lean = _task_and_lean(generator)
+    cases = []
+    for roles in _role_cases(generator):
+        model = _hand_built_model(roles, generator, lean=lean)
+        original = model.encoder.layers[0].self_attn.out_proj.weight.detach().clone()
+        before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+        seen = _watch(model)
+        result = call(answer, model, task)
+        _left_alone(model, before)
+        cases.append((roles, model, _head_number(result, len(roles)), seen, original))
+    for roles, _, _, seen, original in cases:  # a removal done wrong fails even where it gave the right head
+        hint = _removals(seen, original, len(roles))[1]
+        if hint:
+            raise ExerciseFailure(hint)
+    if any(roles.index("partner") != got for roles, _, got, _, _ in cases):
+        raise ExerciseFailure(_wrong_head_hint(cases, task))
+
+
+def _accuracies_without(model, task, remove) -> list[dict[str, float]]:
+    """relation_accuracy without each head, each removed by ``remove(model, head)``."""
+    heads = model.encoder.layers[0].self_attn.num_heads
+    return [relation_accuracy(remove(model, head), task) for head in range(heads)]
+
+
+def _always_head_one(model, task):
+    return 1  # the partner head of one seed
+
+
+def _by_where_heads_look(model, task):
+    return int(head_focus(model, task)[:, 1].argmax())  # the most weight on the partner
+
+
+def _removed_in_place(model, task):
+    attention = model.encoder.layers[0].self_attn
+    d_k = attention.d_head
+    left = []
+    for head in range(attention.num_heads):
+        with torch.no_grad():
+            attention.out_proj.weight[:, head * d_k : (head + 1) * d_k] = 0.0  # no copy
+        left.append(relation_accuracy(model, task)["partner's digit"])
+    return left.index(min(left))
+
+
+def _rows_of_w_o(model, head):
+    ablated = copy.deepcopy(model)
+    d_k = ablated.encoder.layers[0].self_attn.d_head
+    with torch.no_grad():
+        ablated.encoder.layers[0].self_attn.out_proj.weight[head * d_k : (head + 1) * d_k] = 0.0
+    return ablated
+
+
+def _removes_rows(model, task):
+    left = [accuracies["partner's digit"] for accuracies in _accuracies_without(model, task, _rows_of_w_o)]
+    return left.index(min(left))
+
+
+def _keeps_the_highest(model, task):
+    left = [accuracies["partner's digit"] for accuracies in _accuracies_without(model, task, _copy_without_head)]
+    return left.index(max(left))
+
+
+def _measures_the_previous_digit(model, task):
+    left = [accuracies["previous token's digit"] for accuracies in _accuracies_without(model, task, _copy_without_head)]
+    return left.index(min(left))
+
+
+def _slice_from_head(model, head):
+    ablated = copy.deepcopy(model)
+    d_k = ablated.encoder.layers[0].self_attn.d_head
+    with torch.no_grad():
+        ablated.encoder.layers[0].self_attn.out_proj.weight[:, head : head + d_k] = 0.0  # not head * d_k
+    return ablated
+
+
+def _starts_at_head(model, task):
+    left = [accuracies["partner's digit"] for accuracies in _accuracies_without(model, task, _slice_from_head)]
+    return left.index(min(left))
+
+
+def _one_copy_for_all(model, task):
+    ablated = copy.deepcopy(model)
+    attention = ablated.encoder.layers[0].self_attn
+    d_k, left = attention.d_head, []
+    for head in range(attention.num_heads):
+        with torch.no_grad():
+            attention.out_proj.weight[:, head * d_k : (head + 1) * d_k] = 0.0
+        left.append(relation_accuracy(ablated, task)["partner's digit"])
+    return left.index(min(left))
+
+
+register(
+    "4.4",
+    "Which head finds the partner?",
+    _check_partner_head,
+    answer="partner_head",
+    solution=_partner_head_solution,
+    mistakes=[
+        Mistake("always head 1", _always_head_one, HEAD_HINTS["constant"]),
+        Mistake("by where the heads look", _by_where_heads_look, HEAD_HINTS["looks"]),
+        Mistake("heads removed in the model itself", _removed_in_place, HEAD_HINTS["in place"]),
+        Mistake("rows of W_O zeroed", _removes_rows, HEAD_HINTS["rows"]),
+        Mistake("the highest accuracy left", _keeps_the_highest, HEAD_HINTS["highest"]),
+        Mistake("the previous-token head returned", _measures_the_previous_digit, HEAD_HINTS["previous"]),
+        Mistake("columns from head, not head * d_k", _starts_at_head, HEAD_HINTS["block"]),
+        Mistake("one copy for every head", _one_copy_for_all, HEAD_HINTS["at once"]),
     ],
 )
