@@ -1985,110 +1985,116 @@ def _(d_model, k):
     return torch.block_diag(*blocks)
 
 
-# ---------------------------------------------------------------- 5.3 OrderBlindClassifier(vocab_size, num_classes, d_model)
+# ---------------------------------------------------------------- 5.3 order_blind_twins(tokens)
 
 
-class _Blind(nn.Module):
-    def __init__(self, vocab_size, num_classes, d_model=32, positional=None):
-        super().__init__()
-        from attention_book.transformer import Encoder
+@wrong("5.3", "each row reversed", r"palindrome")
+def _(tokens):
+    return tokens.flip(1)
 
-        self.encoder = Encoder(
-            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=positional
-        )
-        self.head = nn.Linear(d_model, num_classes)
 
-    def pool(self, hidden, padding):
-        weights = padding.float()[..., None]
-        return (hidden * weights).sum(1) / weights.sum(1)
+@wrong("5.3", "flip with dims=[0]", r"holds the tokens of row \d+.*within each row")
+def _(tokens):
+    return torch.flip(tokens, dims=[0])
 
-    def forward(self, tokens, padding):
-        return self.head(self.pool(self.encoder(tokens, padding), padding))
+
+@wrong("5.3", "torch.roll without dims", r"torch\.roll without dims")
+def _(tokens):
+    return torch.roll(tokens, 1)
+
+
+@wrong("5.3", "each row sorted", r"sorted already")
+def _(tokens):
+    return tokens.sort(dim=1).values
+
+
+@wrong("5.3", "the first two tokens swapped", r"same positions in every row.*equal tokens")
+def _(tokens):
+    T = tokens.shape[1]
+    return tokens[:, [1, 0, *range(2, T)]]
+
+
+@wrong("5.3", "a swap of two columns through views", r"is a view.*index lists")
+def _(tokens):
+    twins = tokens.clone()
+    twins[:, 0], twins[:, -1] = twins[:, -1], twins[:, 0]
+    return twins
+
+
+# The order drawn can be the reversal (1 in 120), and then the palindrome is named: that is what it did.
+@wrong("5.3", "one random order for the batch, not checked", r"came back unchanged", parts=("each row reversed",))
+def _(tokens):
+    return tokens[:, torch.randperm(tokens.shape[1])]
 
 
 @wrong(
     "5.3",
-    "max over every position, padding included",
-    r"only over the real tokens",
-    parts=("averaged the padding too",),
+    "the last token written over the first",
+    r"copied onto another.*sees which tokens occur",
+    parts=("a swap through views",),
 )
-class _(_Blind):
-    def pool(self, hidden, padding):
-        return hidden.max(dim=1).values
+def _(tokens):
+    twins = tokens.clone()
+    twins[:, 0] = tokens[:, -1]
+    return twins
 
 
-@wrong("5.3", "no padding mask for the encoder", r"pass it the padding mask", parts=("averaged the padding too",))
-class _(_Blind):
-    def forward(self, tokens, padding):
-        return self.head(self.pool(self.encoder(tokens), padding))
+@wrong("5.3", "the batch transposed", r"shape")
+def _(tokens):
+    return tokens.T
 
 
-@wrong("5.3", "learned positions kept", r"position signal", parts=("kept the positions",))
-class _(_Blind):
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        super().__init__(vocab_size, num_classes, d_model, positional="learned")
+@wrong("5.3", "rolled into the input itself", r"in place")
+def _(tokens):
+    tokens[:] = tokens.roll(1, dims=1)
+    return tokens
 
 
-@wrong("5.3", "the last real token pooled", r"last|one position|mean over all real tokens")
-class _(_Blind):
-    def pool(self, hidden, padding):
-        last = padding.sum(dim=1) - 1
-        return hidden[torch.arange(hidden.shape[0]), last]
+@wrong("5.3", "a list of rolled rows", r"torch\.stack")
+def _(tokens):
+    return [row.roll(1) for row in tokens]
 
 
-@wrong(
-    "5.3", "a GRU reads the tokens in order", r"reads the tokens in sequence \(an rnn", parts=("kept the positions",)
-)
-class _(nn.Module):
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.rnn = nn.GRU(d_model, d_model, batch_first=True)
-        self.head = nn.Linear(d_model, num_classes)
-
-    def forward(self, tokens, padding):
-        out, _ = self.rnn(self.embed(tokens))
-        weights = padding.float()[..., None]
-        return self.head((out * weights).sum(1) / weights.sum(1))
+@wrong("5.3", "rolled by the row length", r"every row came back unchanged")
+def _(tokens):
+    return tokens.roll(tokens.shape[1], dims=1)
 
 
-@wrong("5.3", "super().__init__() forgotten", r"super\(\)\.__init__\(\)")
-class _(nn.Module):
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.head = nn.Linear(d_model, num_classes)
-
-    def forward(self, tokens, padding):
-        return self.head(self.embed(tokens).mean(1))
+@wrong("5.3", "rolled, then a float tensor", r"whole numbers")
+def _(tokens):
+    return tokens.roll(1, dims=1).float()
 
 
-@wrong("5.3", "no d_model argument", r"arguments|d_model|signature")
-class _(_Blind):
-    def __init__(self, vocab_size, num_classes):
-        super().__init__(vocab_size, num_classes)
+@correct("5.3", "a loop: the first token swapped with the first one unlike it")
+def _(tokens):
+    twins = tokens.clone()
+    for row in range(tokens.shape[0]):
+        other = next(j for j in range(tokens.shape[1]) if tokens[row, j] != tokens[row, 0])
+        twins[row, [0, other]] = tokens[row, [other, 0]]
+    return twins
 
 
-@wrong("5.3", "the real tokens of the whole batch pooled together", r"did you sum or average over an axis")
-class _(_Blind):
-    def forward(self, tokens, padding):
-        return self.head(self.encoder(tokens, padding)[padding].mean(dim=0))
+@correct("5.3", "rolled the other way, as int32")
+def _(tokens):
+    return torch.roll(tokens, shifts=-1, dims=1).to(torch.int32)
 
 
-@correct("5.3", "a bag of embeddings, summed, head per token")
-class _(nn.Module):
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.head = nn.Linear(d_model, num_classes)
+@correct("5.3", "a random order per row, drawn again until it changes the row")
+def _(tokens):
+    rows = []
+    for row in tokens:
+        while True:
+            twin = row[torch.randperm(len(row))]
+            if not torch.equal(twin, row):
+                break
+        rows.append(twin)
+    return torch.stack(rows)
 
-    def forward(self, tokens, padding):
-        return (self.head(self.embed(tokens)) * padding[..., None]).sum(dim=1)
 
-
-@correct("5.3", "an encoder without positions, max over the real tokens")
-class _(_Blind):
-    def pool(self, hidden, padding):
-        return hidden.masked_fill(~padding[..., None], float("-inf")).max(dim=1).values
+@correct("5.3", "a cycle of the positions by index")
+def _(tokens):
+    T = tokens.shape[1]
+    return tokens[:, [*range(1, T), 0]]
 
 
 # ---------------------------------------------------------------- 5.4 best_bag_accuracy(tokens, labels)

@@ -22,7 +22,6 @@ from torch import nn
 from attention_book.exercises import check
 from attention_book.exercises._core import GENERIC
 from attention_book.training.transfer import probe_accuracy, train_linear_probe
-from attention_book.transformer import Encoder
 
 SCALE = r"sqrt\(d_k\)|the scale"
 AXIS = r"sum to 1|over the keys|dim=-1|softmax axis|wrong axis"
@@ -880,89 +879,6 @@ def _(d_model, k):
         a = k / 10000 ** (2 * i / d_model)
         blocks.append(torch.tensor([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]], dtype=torch.float64))
     return torch.block_diag(*blocks)
-
-
-# ------------------------------------------------------------------ 5.3 order-blind classifier
-
-
-class _Classifier53(nn.Module):
-    pool = "mean"
-    mask_encoder = True
-    positional = None
-
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        super().__init__()
-        self.encoder = Encoder(
-            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=self.positional
-        )
-        self.head = nn.Linear(d_model, num_classes)
-
-    def forward(self, tokens, padding):
-        hidden = self.encoder(tokens, padding) if self.mask_encoder else self.encoder(tokens)
-        w = padding.float()[..., None]
-        if self.pool == "max":
-            pooled = hidden.max(dim=1).values
-        elif self.pool == "last":
-            pooled = hidden[:, -1]
-        else:
-            pooled = (hidden * w).sum(1) / w.sum(1)
-        return self.head(pooled)
-
-
-class _MaxPool53(_Classifier53):
-    pool = "max"
-
-
-class _LastToken53(_Classifier53):
-    pool = "last"
-
-
-class _NoMask53(_Classifier53):
-    mask_encoder = False
-
-
-class _OwnPositions53(_Classifier53):
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        super().__init__(vocab_size, num_classes, d_model)
-        self.positions = nn.Embedding(64, d_model)
-
-    def forward(self, tokens, padding):
-        hidden = self.encoder(tokens, padding) + self.positions(torch.arange(tokens.shape[1]))
-        w = padding.float()[..., None]
-        return self.head((hidden * w).sum(1) / w.sum(1))
-
-
-class _NoHead53(_Classifier53):
-    def forward(self, tokens, padding):
-        hidden = self.encoder(tokens, padding)
-        w = padding.float()[..., None]
-        return (hidden * w).sum(1) / w.sum(1)
-
-
-WRONG.append(("5.3", "max pooling over padding too", _MaxPool53, r"padding"))
-WRONG.append(("5.3", "last token", _LastToken53, r"order|permut|position|padding"))
-WRONG.append(("5.3", "encoder without the padding mask", _NoMask53, r"padding"))
-# Written as a wrong answer, but the positions are added AFTER the encoder and then averaged: the mean of
-# the position vectors depends on the length only, so this classifier is order-blind after all.
-CORRECT.append(("5.3", "adds positions after the encoder, then averages", _OwnPositions53))
-
-
-class _MeanOverAll53(_Classifier53):
-    def forward(self, tokens, padding):
-        return self.head(self.encoder(tokens, padding).mean(dim=1))
-
-
-WRONG.append(("5.3", "mean over every position, padding included", _MeanOverAll53, r"padding"))
-WRONG.append(("5.3", "no classification head", _NoHead53, r"shape|class|head|logits"))
-
-
-class _SumPool53(_Classifier53):
-    def forward(self, tokens, padding):
-        hidden = self.encoder(tokens, padding)
-        return self.head(hidden.masked_fill(~padding[..., None], 0.0).sum(1) / padding.sum(1, keepdim=True))
-
-
-CORRECT.append(("5.3", "masked_fill then divide", _SumPool53))
 
 
 # ------------------------------------------------------------------ 5.4 best invariant accuracy
@@ -1875,22 +1791,6 @@ WRONG.append(
         r"rotation|block|turn",
     )
 )
-WRONG.append(
-    (
-        "5.3",
-        "encoder with positions",
-        type("_Pos53", (_Classifier53,), {"positional": "sinusoidal"}),
-        r"order|shuffl|position",
-    )
-)
-
-
-class _CountsOnly53(_Classifier53):
-    def forward(self, tokens, padding):
-        return self.head(torch.zeros(tokens.shape[0], self.head.in_features))
-
-
-WRONG.append(("5.3", "ignores the tokens", _CountsOnly53, r"tokens|same logits"))
 WRONG.append(
     (
         "5.4",

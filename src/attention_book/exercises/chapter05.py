@@ -2,7 +2,7 @@
 
 5.1 Build the sinusoidal table.
 5.2 The matrix that moves a position vector k positions on.
-5.3 Design a classifier that cannot see order (permutation-invariant).
+5.3 Twins: a different sequence that every encoder without positions pools to the same vector.
 5.4 Measure what is lost: the best accuracy a model that sees only the bag of tokens can reach.
 
 Each checker tests the answer on fresh random inputs against the reference
@@ -22,7 +22,6 @@ import torch
 from torch import nn
 
 from ..analysis.baselines import best_invariant_accuracy as reference_best_invariant_accuracy
-from ..data.tasks import PAD
 from ..positional import offset_rotation, sinusoidal_encoding
 from ..transformer import Encoder
 from ._core import (
@@ -284,83 +283,39 @@ register(
 )
 
 # ---------------------------------------------------------------------------------
-# 5.3 A classifier that cannot see order
+# 5.3 Twins that no order-blind model can tell apart
 
 
-def _masked_mean(hidden: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
-    weights = padding.to(hidden.dtype)[..., None]  # (batch, T, 1)
-    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp_min(1.0)  # (batch, d_model)
+def _order_blind_twins_solution(tokens: torch.Tensor) -> torch.Tensor:
+    """Every row's tokens moved one place on (the last comes first): the same tokens, so the same pooled vector
+    without positions, and a different sequence unless every token of the row is the same."""
+    return tokens.roll(1, dims=1)
 
 
-class _OrderBlindClassifierSolution(nn.Module):
-    """Encoder without positions, then a masked mean over the real tokens, then a linear head."""
-
-    def __init__(self, vocab_size: int, num_classes: int, d_model: int = 32):
-        super().__init__()
-        self.encoder = Encoder(
-            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None
-        )
-        self.head = nn.Linear(d_model, num_classes)
-
-    def forward(self, tokens: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
-        hidden = self.encoder(tokens, padding)  # (batch, T, d_model): equivariant
-        weights = padding.float()[..., None]  # (batch, T, 1): 1 for real tokens, 0 for padding
-        pooled = (hidden * weights).sum(dim=1) / weights.sum(dim=1)  # (batch, d_model): invariant
-        return self.head(pooled)  # (batch, num_classes)
+def _twins_reversed(tokens):
+    return tokens.flip(1)
 
 
-class _ClassifierWithPositions(nn.Module):
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        super().__init__()
-        self.encoder = Encoder(
-            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional="sinusoidal"
-        )
-        self.head = nn.Linear(d_model, num_classes)
-
-    def forward(self, tokens, padding):
-        return self.head(_masked_mean(self.encoder(tokens, padding), padding))
+def _twins_as_given(tokens):
+    return tokens.clone()
 
 
-class _FirstTokenClassifier(nn.Module):
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        super().__init__()
-        self.encoder = Encoder(
-            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None
-        )
-        self.head = nn.Linear(d_model, num_classes)
-
-    def forward(self, tokens, padding):
-        return self.head(self.encoder(tokens, padding)[:, 0])
+def _twins_rows_reversed(tokens):
+    return tokens.flip(0)
 
 
-class _MeanOverPaddingClassifier(nn.Module):
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        super().__init__()
-        self.encoder = Encoder(
-            vocab_size, d_model=d_model, num_heads=2, d_ff=2 * d_model, num_layers=1, positional=None
-        )
-        self.head = nn.Linear(d_model, num_classes)
-
-    def forward(self, tokens, padding):
-        return self.head(self.encoder(tokens).mean(dim=1))
+def _twins_rolled_flat(tokens):
+    return tokens.roll(1)  # without dims the batch is flattened: tokens move between rows
 
 
-class _ConstantClassifier(nn.Module):
-    def __init__(self, vocab_size, num_classes, d_model=32):
-        super().__init__()
-        self.bias = nn.Parameter(torch.zeros(num_classes))
-
-    def forward(self, tokens, padding):
-        return self.bias.expand(tokens.shape[0], -1)
+def _twins_swapped_through_views(tokens):
+    twins = tokens.clone()
+    twins[:, 0], twins[:, 1] = twins[:, 1], twins[:, 0]  # twins[:, 1] is a view: it is overwritten first
+    return twins
 
 
-def _logits(model, tokens: torch.Tensor, padding: torch.Tensor, *, num_classes: int, what: str) -> torch.Tensor:
-    with torch.no_grad():
-        logits = call(model, tokens, padding)
-    logits = require_tensor_like(logits, torch.zeros(tokens.shape[0], num_classes), f"the logits {what}")
-    if not torch.isfinite(logits).all():
-        raise ExerciseFailure(f"the logits {what} contain nan or inf")
-    return logits
+def _twins_shifted_in_zeros(tokens):
+    return torch.cat([tokens[:, 1:], torch.zeros_like(tokens[:, :1])], dim=1)  # a shift, as for next-token targets
 
 
 def _distinct_tokens(batch: int, T: int, vocab_size: int, *, generator: torch.Generator) -> torch.Tensor:
@@ -368,123 +323,231 @@ def _distinct_tokens(batch: int, T: int, vocab_size: int, *, generator: torch.Ge
     return torch.stack([torch.randperm(vocab_size - 1, generator=generator)[:T] + 1 for _ in range(batch)])
 
 
-def _shuffled(
-    tokens: torch.Tensor, lengths: torch.Tensor, generator: torch.Generator, *, keep_first: bool
-) -> torch.Tensor:
-    """Every row's real tokens in a new order; with keep_first, the first token stays first."""
-    result = tokens.clone()
-    for row, length in enumerate(lengths.tolist()):
-        while True:
-            order = torch.randperm(length, generator=generator)
-            if keep_first:
-                order = torch.cat(
-                    [torch.zeros(1, dtype=torch.long), 1 + torch.randperm(length - 1, generator=generator)]
-                )
-            moved = not torch.equal(order, torch.arange(length))
-            if moved and (keep_first or order[0] != 0):
-                break
-        result[row, :length] = tokens[row, order]
-    return result
+def _careless_rows(vocab_size: int, generator: torch.Generator) -> torch.Tensor:
+    """Six rows of 5 tokens, each of which some careless reorder leaves as it is, in random order: a palindrome,
+    a sorted row, a row whose first two tokens are equal, one odd token last, one odd token first, and a random row
+    that holds a token twice."""
+    a, b, c, d, e = _distinct_tokens(1, 5, vocab_size, generator=generator)[0].tolist()
+    rows = [
+        [a, b, c, b, a],
+        sorted([a, b, c, d, e]),
+        [a, a, b, c, d],
+        [c, c, c, c, d],
+        [e, b, b, b, b],
+        [d, a, e, c, a],
+    ]
+    return torch.tensor(rows)[torch.randperm(len(rows), generator=generator)]
 
 
-def _shuffled_middle(tokens: torch.Tensor, lengths: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """Every row's real tokens between its first and its last in a new order (rows of 3 or fewer stay as they are)."""
-    result = tokens.clone()
-    for row, length in enumerate(lengths.tolist()):
-        if length >= 4:
-            inner = 1 + torch.roll(torch.arange(length - 2), 1)
-            result[row, 1 : length - 1] = tokens[row, inner]
-    return result
+TWIN_HINTS = {
+    "unchanged": "came back unchanged",
+    "palindrome": "a palindrome",
+    "rows": "holds the tokens of row",
+    "flattened": "torch.roll without dims",
+    "view": "is a view",
+    "bag": "sees which tokens occur",
+    "kept": "keep every token of the row and change only where each one sits",
+    "in place": "you changed tokens in place",
+}
 
 
-def _check_padding_does_not_matter(model, tokens: torch.Tensor, padding: torch.Tensor, *, logits: torch.Tensor) -> None:
-    """Part of the order-blind classifier's check: three more padded positions leave the logits as they were."""
-    batch, num_classes = tokens.shape[0], logits.shape[-1]
-    longer_tokens = torch.cat([tokens, torch.full((batch, 3), PAD)], dim=1)
-    longer_padding = torch.cat([padding, torch.zeros(batch, 3, dtype=torch.bool)], dim=1)
-    if not torch.allclose(
-        _logits(model, longer_tokens, longer_padding, num_classes=num_classes, what="with extra padding"),
-        logits,
-        atol=1e-4,
-    ):
-        raise ExerciseFailure(
-            "adding padded positions (padding False) changes the logits, so the padding reaches the result: either the "
-            "encoder attends to it (pass it the padding mask) or the pooling averages it (average only over the real "
-            "tokens: weights padding.float(), divided by their sum)"
+def _blind_encoders(vocab_size: int, generator: torch.Generator) -> list[Encoder]:
+    """Three random encoders without positions (1, 2 and 1 layers) and, last, the first one's weights with
+    sinusoidal positions."""
+    encoders = []
+    for layers in (1, 2, 1):
+        torch.manual_seed(int(torch.randint(0, 2**31 - 1, (), generator=generator)))  # check() restores the state
+        encoders.append(
+            Encoder(vocab_size, d_model=16, num_heads=2, d_ff=32, num_layers=layers, positional=None).eval()
         )
+    with_positions = Encoder(
+        vocab_size, d_model=16, num_heads=2, d_ff=32, num_layers=1, max_len=16, positional="sinusoidal"
+    )
+    with_positions.load_state_dict(encoders[0].state_dict())
+    return [*encoders, with_positions.eval()]
 
 
-def _check_order_blind_classifier(answer) -> None:
+def _pooled(encoder: Encoder, tokens: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return encoder(tokens).mean(dim=1).double()  # (N, d_model): the mean over the tokens
+
+
+def _as_twins(result, tokens: torch.Tensor) -> torch.Tensor:
+    """The answer as a (N, T) tensor of token ids; a list, floats or another shape is explained."""
+    shape = tuple(tokens.shape)
+    if isinstance(result, (list, tuple)) and result and all(isinstance(row, torch.Tensor) for row in result):
+        raise ExerciseFailure(
+            f"your function returned a {type(result).__name__} of {len(result)} tensors: return one tensor of shape "
+            f"{shape}, one twin per row (torch.stack(rows))"
+        )
+    if not isinstance(result, torch.Tensor):
+        raise ExerciseFailure(
+            f"your function should return a tensor of token ids of shape {shape}, but returned a {type(result).__name__}"
+        )
+    if result.is_floating_point() or result.is_complex() or result.dtype == torch.bool:
+        raise ExerciseFailure(f"your twins are of dtype {result.dtype}: token ids are whole numbers (torch.long)")
+    if tuple(result.shape) != shape:
+        raise ExerciseFailure(
+            f"for tokens of shape {shape} your function returned shape {tuple(result.shape)}: return one twin per row, "
+            "of the same length as the row (a twin has the same tokens)"
+        )
+    return result.detach().long()
+
+
+def _times(count: int) -> str:
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
+def _bag_hint(
+    row: int, given: list[int], twin: list[int], *, batch: torch.Tensor, twins: torch.Tensor, moved: str
+) -> str:
+    """Why row ``row``'s twin holds other tokens than the row: another row's, tokens from the next row, a swap
+    through views, or a token lost or gained."""
+    what = f"row {row}, {given}, came back as {twin}"
+
+    def bags(rows: torch.Tensor) -> list[tuple[int, ...]]:
+        return sorted(tuple(sorted(tokens)) for tokens in rows.tolist())
+
+    others = [other for other in range(len(batch)) if other != row and Counter(batch[other].tolist()) == Counter(twin)]
+    if others and bags(batch) == bags(twins):  # the twins are the rows, each moved to another row
+        return (
+            f"{what}: it {TWIN_HINTS['rows']} {others[0]}. Reorder the tokens within each row (along dim=1, the "
+            "positions), not the rows (dim=0)"
+        )
+    if Counter(batch.flatten().tolist()) == Counter(twins.flatten().tolist()):
+        return (
+            f"{what}: tokens moved from one row to another ({TWIN_HINTS['flattened']} flattens the batch first; give "
+            "dims=1). A twin holds its own row's tokens"
+        )
+    lost = sorted((Counter(given) - Counter(twin)).elements())
+    gained = sorted((Counter(twin) - Counter(given)).elements())
+    differ = [i for i, (a, b) in enumerate(zip(given, twin)) if a != b]
+    if len(differ) == 1 and twin[differ[0]] in given:
+        copied = twin[differ[0]]
+        return (
+            f"{what}: token {copied} {_times(Counter(twin)[copied])} where the row has it "
+            f"{_times(Counter(given)[copied])}, and token {lost[0]} lost: one entry was copied onto another. A model "
+            f"without positions {TWIN_HINTS['bag']} and how often, so its pooled vector moved ({moved}). A swap "
+            f"written t[i], t[j] = t[j], t[i] does this: t[j] {TWIN_HINTS['view']} of t, overwritten before it is "
+            "read; swap with index lists (t[:, [i, j]] = t[:, [j, i]]) or build a new tensor"
+        )
+    return (
+        f"{what}: it lost {lost} and gained {gained}. A model without positions {TWIN_HINTS['bag']} and how often, so "
+        f"its pooled vector moved ({moved}): {TWIN_HINTS['kept']}"
+    )
+
+
+def _fixed_order(batch: torch.Tensor, twins: torch.Tensor) -> list[int] | None:
+    """The one order of positions the answer gave every row (twins[r] = batch[r][order]), if it did."""
+    distinct = [row for row in range(len(batch)) if len(set(batch[row].tolist())) == batch.shape[1]]
+    if not distinct:
+        return None
+    position = {token: index for index, token in enumerate(batch[distinct[0]].tolist())}
+    order = [position.get(token, -1) for token in twins[distinct[0]].tolist()]
+    if -1 in order or not torch.equal(batch[:, order], twins):
+        return None
+    return order
+
+
+def _unchanged_hint(row: int, batch: torch.Tensor, twins: torch.Tensor) -> str:
+    """Why row ``row`` came back as it was, from what the answer did to the other rows."""
+    given = batch[row].tolist()
+    what = f"row {row}, {given}, {TWIN_HINTS['unchanged']}"
+    if torch.equal(twins, batch):
+        return (
+            f"every row {TWIN_HINTS['unchanged']}: a twin must be a different sequence with the same tokens (an order "
+            "drawn at random can be the order the row already has: check that it changed the row)"
+        )
+    if torch.equal(twins, batch.flip(1)):
+        return f"{what}: it is {TWIN_HINTS['palindrome']}, and reversing gives it back. Find a reorder that changes every row"
+    if torch.equal(twins, batch.sort(dim=1).values):
+        return f"{what}: it is sorted already, so sorting leaves it as it is. Find a reorder that changes every row"
+    order = _fixed_order(batch, twins)
+    if order is not None:
+        moved = [index for index, source in enumerate(order) if source != index]
+        return (
+            f"{what}: your reorder moves the same positions in every row ({_positions(moved)}), and in this row they "
+            f"hold equal tokens ({[given[index] for index in moved]}), so nothing changes. A reorder that moves every "
+            "token changes any row that is not one token repeated"
+        )
+    return (
+        f"{what}: a twin must be a different sequence. Reordering changes a row only if some token lands on a "
+        "position that held another token; find one reorder that does that for every row with two different tokens"
+    )
+
+
+def _positions(indices: list[int]) -> str:
+    return "positions " + ", ".join(map(str, indices)) if indices else "none of them"
+
+
+def _moved(encoders: list[Encoder], batch: torch.Tensor, twins: torch.Tensor) -> torch.Tensor:
+    """(N,): how far each twin's pooled vector lies from its row's, the most over the encoders given."""
+    return torch.stack([(_pooled(e, twins) - _pooled(e, batch)).abs().amax(dim=1) for e in encoders]).amax(dim=0)
+
+
+def _checked_twins(answer, batch: torch.Tensor, encoders: list[Encoder]) -> torch.Tensor:
+    """The answer's twins of ``batch``, each holding its row's tokens in another order, the batch left as it was."""
+    given = batch.clone()
+    twins = _as_twins(call(answer, given), batch)
+    vocab_size = encoders[0].embedding.tokens.num_embeddings
+    for row in range(len(batch)):
+        row_tokens, twin = batch[row].tolist(), twins[row].tolist()
+        if Counter(row_tokens) != Counter(twin):
+            if 0 <= min(twin) and max(twin) < vocab_size:
+                moved = float(_moved(encoders[:-1], batch[row : row + 1], twins[row : row + 1])[0])
+                shown = f"by up to {moved:.2g} in random encoders without positions"
+            else:
+                shown = f"and some of its ids are not tokens at all: the vocabulary is 0 to {vocab_size - 1}"
+            raise ExerciseFailure(_bag_hint(row, row_tokens, twin, batch=batch, twins=twins, moved=shown))
+    for row in range(len(batch)):
+        if torch.equal(twins[row], batch[row]):
+            raise ExerciseFailure(_unchanged_hint(row, batch, twins))
+    if not torch.equal(given, batch):
+        raise ExerciseFailure(
+            f"{TWIN_HINTS['in place']}: the batch your function was given is not the batch it was called with any "
+            "more. Build the twins in a new tensor (clone first, or index: tokens[:, order])"
+        )
+    return twins
+
+
+def _check_order_blind_twins(answer) -> None:
     generator = random_generator()
-    vocab_size = int(torch.randint(12, 20, (), generator=generator))
-    num_classes = int(torch.randint(2, 6, (), generator=generator))
-    batch, T = 6, 7
-    model = call(answer, vocab_size, num_classes, d_model=16)
-    if not isinstance(model, nn.Module):
-        raise ExerciseFailure(
-            f"OrderBlindClassifier(vocab_size, num_classes, d_model) should create a torch.nn.Module, "
-            f"but gave a {type(model).__name__}"
-        )
-    model.eval()
-    if not any(parameter.requires_grad for parameter in model.parameters()):
-        raise ExerciseFailure("your model has no trainable parameters: it cannot learn anything")
-    tokens = _distinct_tokens(batch, T, vocab_size, generator=generator)
-    lengths = torch.randint(3, T + 1, (batch,), generator=generator)
-    lengths[0] = T
-    padding = torch.arange(T)[None, :] < lengths[:, None]  # (batch, T): True for real tokens
-    tokens = tokens.masked_fill(~padding, PAD)
-    what = f"for a batch of {batch} sequences of up to {T} tokens"
-    logits = _logits(model, tokens, padding, num_classes=num_classes, what=what)
-    # It must look at the tokens at all: put a token that is not in the row in place of the second one.
-    changed = tokens.clone()
-    for row in range(batch):
-        unused = [token for token in range(1, vocab_size) if token not in tokens[row].tolist()]
-        changed[row, 1] = unused[0]
-    if torch.allclose(
-        _logits(model, changed, padding, num_classes=num_classes, what="after changing a token"), logits, atol=1e-4
-    ):
-        raise ExerciseFailure(
-            "your model gives the same logits whatever the tokens are; it must be blind to their ORDER, "
-            "not to the tokens themselves"
-        )
-    _check_padding_does_not_matter(model, tokens, padding, logits=logits)
-
-    def shuffled_logits(keep_first: bool) -> torch.Tensor:
-        shuffled = _shuffled(tokens, lengths, generator, keep_first=keep_first)
-        return _logits(model, shuffled, padding, num_classes=num_classes, what="after shuffling")
-
-    if not torch.allclose(shuffled_logits(keep_first=True), logits, atol=1e-4):
-        middle = _shuffled_middle(tokens, lengths, generator)
-        if torch.allclose(
-            _logits(model, middle, padding, num_classes=num_classes, what="after shuffling"), logits, atol=1e-4
-        ):
+    vocab_size = int(torch.randint(9, 15, (), generator=generator))
+    encoders = _blind_encoders(vocab_size, generator)
+    # Rows a careless reorder leaves as they are; rows of two tokens (whose one twin is the swap), drawn 20 times so
+    # that a reorder drawn at random and not checked fails; and one longer row.
+    batches = [_careless_rows(vocab_size, generator)]
+    batches += [_distinct_tokens(4, 2, vocab_size, generator=generator) for _ in range(20)]
+    batches.append(_distinct_tokens(1, 7, vocab_size, generator=generator))
+    twins = [_checked_twins(answer, batch, encoders) for batch in batches]
+    # By construction: every encoder without positions pools a row and its twin to the same vector, and the one with
+    # positions tells them apart (the twins of each length in one batch).
+    for length in sorted({batch.shape[1] for batch in batches}):
+        rows = torch.cat([batch for batch in batches if batch.shape[1] == length])
+        theirs = torch.cat([twin for batch, twin in zip(batches, twins) if batch.shape[1] == length])
+        blind, apart = _moved(encoders[:-1], rows, theirs), _moved(encoders[-1:], rows, theirs)
+        if (blind > 1e-5).any() or (apart < 1e-5).any():
+            row = int((blind > 1e-5).float().argmax()) if (blind > 1e-5).any() else int(apart.argmin())
             raise ExerciseFailure(
-                "the logits change when the last real token moves, but not when the tokens between the first and the "
-                "last do: your model reads one position (the last token's output); pool with a mean over all real tokens"
+                f"{rows[row].tolist()} and your twin {theirs[row].tolist()} hold the same tokens, yet the encoders "
+                f"without positions pool them {float(blind[row]):.2g} apart and the one with positions "
+                f"{float(apart[row]):.2g} apart: a twin must be the row's tokens in another order"
             )
-        raise ExerciseFailure(
-            "shuffling the tokens changes the logits, so the model still sees order: a position signal or a layer that "
-            "reads the tokens in sequence (an RNN, a convolution) tells it; leave out both (ab.Encoder(..., "
-            "positional=None))"
-        )
-    if not torch.allclose(shuffled_logits(keep_first=False), logits, atol=1e-4):
-        raise ExerciseFailure(
-            "the logits change when another token comes first: reading the first token's output is not symmetric "
-            "in the tokens (it gives the model their order through the back door); pool with a mean over all real tokens"
-        )
 
 
 register(
     "5.3",
-    "A classifier that cannot see order",
-    _check_order_blind_classifier,
-    answer="OrderBlindClassifier",
-    solution=_OrderBlindClassifierSolution,
+    "Twins that no order-blind model can tell apart",
+    _check_order_blind_twins,
+    answer="order_blind_twins",
+    solution=_order_blind_twins_solution,
     mistakes=[
-        Mistake("kept the positions", _ClassifierWithPositions, "a position signal"),
-        Mistake("pooled the first token", _FirstTokenClassifier, "another token comes first"),
-        Mistake("averaged the padding too", _MeanOverPaddingClassifier, "adding padded positions"),
-        Mistake("constant output", _ConstantClassifier, "whatever the tokens are"),
+        Mistake("the rows as they were", _twins_as_given, f"every row {TWIN_HINTS['unchanged']}"),
+        Mistake("each row reversed", _twins_reversed, TWIN_HINTS["palindrome"]),
+        Mistake("the rows reversed (flip(0))", _twins_rows_reversed, TWIN_HINTS["rows"]),
+        Mistake("roll without dims", _twins_rolled_flat, TWIN_HINTS["flattened"]),
+        Mistake("a swap through views", _twins_swapped_through_views, TWIN_HINTS["view"]),
+        Mistake("shifted, a 0 filled in", _twins_shifted_in_zeros, TWIN_HINTS["kept"]),
     ],
 )
 
@@ -1185,16 +1248,6 @@ add_properties(
     [
         Property("a rotation (each pair turns, lengths stay: M M^T = I)", _offset_rotation_probe),
         Property("moving k positions on (PE[p] @ M = PE[p + k]: pair i turns by k omega_i)", _offset_move_probe),
-    ],
-)
-
-add_properties(
-    "5.3",
-    [
-        Property(
-            "blind to order, not to the tokens, with the padding ignored",
-            probe_from_check(_check_order_blind_classifier),
-        )
     ],
 )
 
