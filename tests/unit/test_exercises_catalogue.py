@@ -69,214 +69,214 @@ def correct(exercise_id: str, name: str):
 # ====================================================================== chapter 1
 
 
-# ---------------------------------------------------------------- 1.1 scores_and_weights(query, keys)
+# ---------------------------------------------------------------- 1.1 query_for_weight(keys, j, p)
 
 
-@wrong("1.1", "returned only the weights", r"pair \(scores, weights\)")
-def _(query, keys):
-    return torch.softmax(keys @ query / math.sqrt(query.shape[0]), dim=-1)
+def _orthogonal_direction(keys, j):
+    """A direction with dot product 1 with key j and 0 with every other key (least squares, exact for T <= d_k)."""
+    target = torch.zeros(keys.shape[0], dtype=keys.dtype)
+    target[j] = 1.0
+    return torch.linalg.lstsq(keys, target[:, None]).solution[:, 0]
 
 
-@wrong("1.1", "query @ keys (keys not transposed)", r"keys @ query|query @ keys\.t")
-def _(query, keys):
-    scores = query @ keys / math.sqrt(query.shape[0])
-    return scores, torch.softmax(scores, dim=-1)
+@wrong("1.1", "the key itself, scaled until its score is right", r"points along key")
+def _(keys, j, p):
+    T, d_k = keys.shape
+    s = math.log(p * (T - 1) / (1 - p))
+    return keys[j] * s * math.sqrt(d_k) / keys[j].dot(keys[j])
 
 
-@wrong("1.1", "log_softmax for the weights", r"log_softmax|log-probabilit|logarithm")
-def _(query, keys):
-    scores = keys @ query / math.sqrt(query.shape[0])
-    return scores, torch.log_softmax(scores, dim=-1)
+@wrong("1.1", "ln(p / (1 - p)) as if there were two keys", r"against one other key")
+def _(keys, j, p):
+    return math.sqrt(keys.shape[1]) * math.log(p / (1 - p)) * _orthogonal_direction(keys, j)
 
 
-@wrong("1.1", "multiplied by sqrt(d_k)", r"multipl.*sqrt\(d_k\).*divide")
-def _(query, keys):
-    scores = keys @ query * math.sqrt(query.shape[0])
-    return scores, torch.softmax(scores, dim=-1)
+@wrong("1.1", "the scale forgotten", r"only without the scale")
+def _(keys, j, p):
+    T = keys.shape[0]
+    return math.log(p * (T - 1) / (1 - p)) * _orthogonal_direction(keys, j)
 
 
-@wrong("1.1", "the argmax index as the weights", r"index|argmax")
-def _(query, keys):
-    scores = keys @ query / math.sqrt(query.shape[0])
-    return scores, scores.argmax()
+@wrong("1.1", "divided by sqrt(d_k) instead of multiplied", r"sqrt\(d_k\)|equal scores.*lead")
+def _(keys, j, p):
+    T, d_k = keys.shape
+    return math.log(p * (T - 1) / (1 - p)) / math.sqrt(d_k) * _orthogonal_direction(keys, j)
 
 
-@wrong("1.1", "floor division by sqrt(d_k)", r"//|floor")
-def _(query, keys):
-    scores = (keys @ query) // math.sqrt(query.shape[0])
-    return scores, torch.softmax(scores, dim=-1)
+@wrong("1.1", "key j taken as the j-th counting from 1", r"counted from 0")
+def _(keys, j, p):
+    T, d_k = keys.shape
+    return math.sqrt(d_k) * math.log(p * (T - 1) / (1 - p)) * _orthogonal_direction(keys, j - 1)
 
 
-@wrong("1.1", "distance instead of dot product", r"a score is the dot product q\.k")
-def _(query, keys):
-    scores = -(keys - query).norm(dim=-1) / math.sqrt(query.shape[0])
-    return scores, torch.softmax(scores, dim=-1)
+@wrong("1.1", "the scores returned", r"return the query")
+def _(keys, j, p):
+    T = keys.shape[0]
+    scores = torch.zeros(T)
+    scores[j] = math.log(p * (T - 1) / (1 - p))
+    return scores
 
 
-@wrong("1.1", "scores as a column (T, 1)", r"size 1.*squeeze|squeeze")
-def _(query, keys):
-    scores = keys @ query[:, None] / math.sqrt(query.shape[0])
-    return scores, torch.softmax(scores, dim=0)
+@wrong("1.1", "the key's length ignored: its unit vector", r"points along key")
+def _(keys, j, p):
+    T, d_k = keys.shape
+    return math.sqrt(d_k) * math.log(p * (T - 1) / (1 - p)) * keys[j] / keys[j].norm()
 
 
-@wrong("1.1", "unscaled scores returned, weights from scaled", r"not scaled at all|forgot to divide")
-def _(query, keys):
-    scores = keys @ query
-    return scores, torch.softmax(scores / math.sqrt(query.shape[0]), dim=-1)
+@wrong("1.1", "ln((1 - p) / p): the gap upside down", r"equal scores.*lead")
+def _(keys, j, p):
+    T, d_k = keys.shape
+    return math.sqrt(d_k) * math.log((1 - p) * (T - 1) / p) * _orthogonal_direction(keys, j)
 
 
-@wrong("1.1", "softmax with a temperature of 2", r"softmax of your scores|softmax.*once")
-def _(query, keys):
-    scores = keys @ query / math.sqrt(query.shape[0])
-    return scores, torch.softmax(scores / 2, dim=-1)
+@wrong("1.1", "ln(p) for the score", r"equal scores.*lead")
+def _(keys, j, p):
+    return math.sqrt(keys.shape[1]) * math.log(p) * _orthogonal_direction(keys, j)
 
 
-@wrong("1.1", "mean instead of sum in the dot product", r"a mean over the features")
-def _(query, keys):
-    scores = (keys * query).mean(dim=-1) / math.sqrt(query.shape[0])
-    return scores, torch.softmax(scores, dim=-1)
+@wrong("1.1", "d_k instead of sqrt(d_k)", r"divided by d_k")
+def _(keys, j, p):
+    T, d_k = keys.shape
+    return d_k * math.log(p * (T - 1) / (1 - p)) * _orthogonal_direction(keys, j)
 
 
-@correct("1.1", "a loop of torch.dot, softmax by hand with the maximum subtracted")
-def _(query, keys):
-    scores = torch.stack([torch.dot(k, query) for k in keys]) / query.shape[-1] ** 0.5
-    e = (scores - scores.max()).exp()
-    return scores, e / e.sum()
+@correct("1.1", "torch.linalg.lstsq, float64")
+def _(keys, j, p):
+    T, d_k = keys.shape
+    direction = _orthogonal_direction(keys.double(), j)
+    return math.sqrt(d_k) * math.log(p * (T - 1) / (1 - p)) * direction
 
 
-@correct("1.1", "float64 inside, einsum, softmax over dim 0")
-def _(query, keys):
-    scores = torch.einsum("d,td->t", query.double(), keys.double()) / math.sqrt(len(query))
-    return scores, F.softmax(scores, dim=0)
+@correct("1.1", "Gram-Schmidt in a loop, then bisection on the length")
+def _(keys, j, p):
+    T, d_k = keys.shape
+    others = [keys[i] for i in range(T) if i != j]
+    basis = []
+    for k in others:
+        for b in basis:
+            k = k - (k @ b) * b
+        basis.append(k / k.norm())
+    u = keys[j].clone()
+    for b in basis:
+        u = u - (u @ b) * b  # at right angles to every other key, so their scores stay 0
+    if p < 1 / T:
+        u = -u
+    low, high = 0.0, 1.0
+    weight = lambda c: torch.softmax(keys @ (c * u) / math.sqrt(d_k), dim=0)[j].item()
+    while (weight(high) < p) == (p > 1 / T):
+        high *= 2
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if (weight(middle) < p) == (p > 1 / T) else (low, middle)
+    return high * u
 
 
-@correct("1.1", "in-place division")
-def _(query, keys):
-    scores = keys @ query
-    scores /= math.sqrt(keys.shape[1])
-    return scores, scores.softmax(-1)
+@correct("1.1", "solve K q = target scores with pinv")
+def _(keys, j, p):
+    T, d_k = keys.shape
+    target = torch.zeros(T)
+    target[j] = math.sqrt(d_k) * math.log(p * (T - 1) / (1 - p))  # the others' dot products: 0
+    return torch.linalg.pinv(keys) @ target
 
 
-# ---------------------------------------------------------------- 1.2 attention(Q, K, V, mask=None)
+# ---------------------------------------------------------------- 1.2 values_for_outputs(Q, K, H)
 
 
-def _attend(Q, K, V, mask=None, *, scores=None, fill=None, dim=-1, out=None):
-    S = (scores or (lambda Q, K: Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])))(Q, K)
-    if mask is not None:
-        S = fill(S, mask) if fill else S.masked_fill(~mask, float("-inf"))
-    A = torch.softmax(S, dim=dim)
-    return out(A, V) if out else (A @ V, A)
+def _causal_A(Q, K, *, scale=None, dim=-1, allowed=None):
+    T = Q.shape[0]
+    S = Q @ K.T / (math.sqrt(Q.shape[-1]) if scale is None else scale)
+    allowed = torch.ones(T, T, dtype=torch.bool).tril() if allowed is None else allowed
+    return torch.softmax(S.masked_fill(~allowed, float("-inf")), dim=dim)
 
 
-@wrong("1.2", "K.T on a batch", r"transpose\(-2, -1\)")
-def _(Q, K, V, mask=None):
-    return _attend(Q, K, V, mask, scores=lambda Q, K: Q @ K.T / math.sqrt(Q.shape[-1]))
+@wrong("1.2", "H itself: the outputs taken for the values", r"outputs themselves")
+def _(Q, K, H):
+    return H
 
 
-@wrong("1.2", "K.transpose(0, 1) on a batch", r"transpose\(-2, -1\)")
-def _(Q, K, V, mask=None):
-    return _attend(Q, K, V, mask, scores=lambda Q, K: Q @ K.transpose(0, 1) / math.sqrt(Q.shape[-1]))
+@wrong("1.2", "attention applied to H", r"applied attention to h")
+def _(Q, K, H):
+    return _causal_A(Q, K) @ H
 
 
-@wrong("1.2", "d_k = Q.shape[1] (the number of queries in a batch)", r"number of queries")
-def _(Q, K, V, mask=None):
-    return _attend(Q, K, V, mask, scores=lambda Q, K: Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[1]))
+@wrong("1.2", "torch.linalg.solve(A.T, H)", r"transposed")
+def _(Q, K, H):
+    return torch.linalg.solve(_causal_A(Q, K).T, H)
 
 
-@wrong("1.2", "divided by sqrt(d_v)", r"d_v")
-def _(Q, K, V, mask=None):
-    d_v = V.shape[-1]
-    return _attend(Q, K, V, mask, scores=lambda Q, K: Q @ K.transpose(-2, -1) / math.sqrt(d_v))
+@wrong("1.2", "forward substitution without the earlier values", r"only its own value")
+def _(Q, K, H):
+    A = _causal_A(Q, K)
+    return torch.stack([H[i] / A[i, i] for i in range(len(H))])
 
 
-@wrong("1.2", "`if mask:` on a tensor", r"is not none")
-def _(Q, K, V, mask=None):
-    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
-    if mask:
-        S = S.masked_fill(~mask, float("-inf"))
-    A = torch.softmax(S, dim=-1)
-    return A @ V, A
+@wrong("1.2", "no mask: every query sees every key", r"without the causal mask")
+def _(Q, K, H):
+    return torch.linalg.solve(torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), dim=-1), H)
 
 
-@wrong("1.2", "returned (A, A): the weights where H belongs", r"returned the weights")
-def _(Q, K, V, mask=None):
-    _, A = _attend(Q, K, V, mask)
-    return A, A
+@wrong("1.2", "triu for the mask", r"mask turned round")
+def _(Q, K, H):
+    T = Q.shape[0]
+    return torch.linalg.solve(_causal_A(Q, K, allowed=torch.ones(T, T, dtype=torch.bool).triu()), H)
 
 
-@wrong("1.2", "returned only H", r"pair \(h, a\)")
-def _(Q, K, V, mask=None):
-    return _attend(Q, K, V, mask)[0]
+@wrong("1.2", "the scale forgotten", r"not divided by sqrt\(d_k\)")
+def _(Q, K, H):
+    return torch.linalg.solve(_causal_A(Q, K, scale=1.0), H)
 
 
-@wrong("1.2", "V @ A (product the other way round)", r"a @ v")
-def _(Q, K, V, mask=None):
-    return _attend(Q, K, V, mask, out=lambda A, V: (V.transpose(-2, -1) @ A.transpose(-2, -1), A))
+@wrong("1.2", "softmax over dim=0", r"wrong axis")
+def _(Q, K, H):
+    return torch.linalg.solve(_causal_A(Q, K, dim=0), H)
 
 
-@wrong("1.2", "Q^T K instead of Q K^T", r"q @ k\.transpose|q k\^t")
-def _(Q, K, V, mask=None):
-    return _attend(Q, K, V, mask, scores=lambda Q, K: Q.transpose(-2, -1) @ K / math.sqrt(Q.shape[-1]))
+@wrong("1.2", "a running mean undone", r"equal weights")
+def _(Q, K, H):
+    V = torch.empty_like(H)
+    for i in range(len(H)):
+        V[i] = (i + 1) * H[i] - (i * H[i - 1] if i > 0 else 0)
+    return V
 
 
-@wrong("1.2", "mask added as 0/1 to the scores", r"-inf")
-def _(Q, K, V, mask=None):
-    return _attend(Q, K, V, mask, fill=lambda S, m: S + m.float())
+@wrong("1.2", "H @ inverse(A): the inverse on the wrong side", r"transpose|operand|inner sizes|matrix product")
+def _(Q, K, H):
+    return H @ torch.linalg.inv(_causal_A(Q, K))
 
 
-@wrong("1.2", "dropout on the weights", r"dropout")
-def _(Q, K, V, mask=None):
-    H, A = _attend(Q, K, V, mask)
-    A = F.dropout(A, p=0.1)
-    return A @ V, A
+@wrong("1.2", "substitution that subtracts the values after i", r"only its own value")
+def _(Q, K, H):
+    A = _causal_A(Q, K)
+    V = torch.zeros_like(H)
+    for i in range(len(H)):
+        V[i] = (H[i] - A[i, i + 1 :] @ V[i + 1 :]) / A[i, i]
+    return V
 
 
-@wrong(
-    "1.2", "mask filled with 0 after the softmax, keeping the masked scores", r"after the softmax|before the softmax"
-)
-def _(Q, K, V, mask=None):
-    A = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), dim=-1)
-    if mask is not None:
-        A = A * mask
-    return A @ V, A
+@correct("1.2", "forward substitution in a loop, -1e9 for the mask")
+def _(Q, K, H):
+    T = Q.shape[0]
+    S = Q @ K.T / math.sqrt(Q.shape[1])
+    S = S.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1), -1e9)
+    A = torch.softmax(S, dim=1)
+    V = torch.zeros_like(H)
+    for i in range(T):
+        V[i] = (H[i] - A[i, :i] @ V[:i]) / A[i, i]
+    return V
 
 
-@correct("1.2", "K.transpose(1, 2), -1e9 where mask == 0")
-def _(Q, K, V, mask=None):
-    return _attend(
-        Q,
-        K,
-        V,
-        mask,
-        scores=lambda Q, K: Q @ K.transpose(1, 2) / K.size(-1) ** 0.5,
-        fill=lambda S, m: S.masked_fill(m == 0, -1e9),
-    )
+@correct("1.2", "torch.linalg.solve with the book's causal mask")
+def _(Q, K, H):
+    import attention_book as ab
+
+    _, A = ab.scaled_dot_product_attention(Q, K, H, mask=ab.causal_mask(Q.shape[0]))
+    return torch.linalg.solve(A, H)
 
 
-@correct("1.2", "a loop over the batch, log of the mask added")
-def _(Q, K, V, mask=None):
-    Hs, As = [], []
-    for q, k, v in zip(Q, K, V):
-        S = q @ k.T / math.sqrt(q.shape[-1])
-        if mask is not None:
-            S = S + torch.log(mask.float())
-        a = torch.softmax(S, dim=-1)
-        Hs.append(a @ v)
-        As.append(a)
-    return torch.stack(Hs), torch.stack(As)
-
-
-@correct("1.2", "float64, masked after the softmax and renormalised, in-place fill")
-def _(Q, K, V, mask=None):
-    S = Q.double() @ K.double().mT / math.sqrt(Q.shape[-1])
-    if mask is None:
-        A = torch.softmax(S, dim=-1)
-    else:
-        S.masked_fill_(~mask, float("-inf"))
-        A = torch.softmax(S, dim=-1)
-        A = A * mask
-        A = A / A.sum(dim=-1, keepdim=True)
-    return A @ V.double(), A
+@correct("1.2", "the inverse matrix, in float32 inside")
+def _(Q, K, H):
+    A = _causal_A(Q.float(), K.float()).double()
+    return torch.linalg.inv(A) @ H
 
 
 # ---------------------------------------------------------------- 1.3 scaling_matters(d_k)
@@ -3410,16 +3410,6 @@ UNNAMED: set[tuple[str, str]] = set()
 # Registered mistakes whose hint names them in other words than their registered fragment
 # (a property that names exactly this mistake): (exercise, mistake name) -> regular expression.
 REGISTERED: dict[tuple[str, str], str] = {
-    ("1.1", "no sqrt(d_k) scale"): r"not scaled at all",
-    ("1.1", "divided by sqrt(T)"): r"sqrt\(t, the number of keys\)",
-    ("1.1", "returned the scores as weights"): r"these are the scores, not the weights",
-    ("1.1", "normalised by the sum"): r"divided the scores by their sum",
-    ("1.1", "argmax"): r"one-hot weights \(argmax\)",
-    ("1.2", "softmax over the queries"): r"sum to 1 down each column",
-    ("1.2", "no sqrt(d_k) scale"): r"not scaled at all",
-    ("1.2", "averaged the keys"): r"times the keys",
-    ("1.2", "divided by d_k"): r"not by d_k",
-    ("1.2", "returned the scores as A"): r"these are the scores, not the weights",
     ("1.3", "always None"): r"for d_k = 512 you returned none",
     ("1.3", "scale taken as d_k"): r"by sqrt\(d_k\), not d_k",
     ("1.3", "never None"): r"return none",

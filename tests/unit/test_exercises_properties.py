@@ -37,45 +37,6 @@ def registered(exercise_id: str, name: str):
 # Answers written here: each breaks one property that the catalogue's answers break only after another.
 
 
-def _weights_of_sorted_scores(query, keys):
-    scores = keys @ query / math.sqrt(len(query))
-    return scores, torch.softmax(scores.sort().values, dim=-1)  # the weights no longer line up with the keys
-
-
-def _dropout_attention(Q, K, V, mask=None):
-    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
-    if mask is not None:
-        S = S.masked_fill(~mask, float("-inf"))
-    A = torch.nn.functional.dropout(torch.softmax(S, dim=-1), p=0.2)
-    return A @ V, A
-
-
-def _normalised_sigmoid_attention(Q, K, V, mask=None):
-    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
-    A = torch.sigmoid(S)
-    if mask is not None:
-        A = A * mask
-    A = A / A.sum(dim=-1, keepdim=True)  # rows sum to 1, but the weights are not exp(score) / sum
-    return A @ V, A
-
-
-def _first_sequence_keys(Q, K, V, mask=None):
-    K = K[..., :1, :, :].expand_as(K) if K.dim() == 3 else K  # every sequence attends to the first one's keys
-    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
-    if mask is not None:
-        S = S.masked_fill(~mask, float("-inf"))
-    A = torch.softmax(S, dim=-1)
-    return A @ V, A
-
-
-def _doubled_output(Q, K, V, mask=None):
-    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
-    if mask is not None:
-        S = S.masked_fill(~mask, float("-inf"))
-    A = torch.softmax(S, dim=-1)
-    return 2.0 * (A @ V), A
-
-
 def _normalised_sigmoid_head(x_query, x_memory, W_Q, W_K, W_V):
     A = torch.sigmoid((x_query @ W_Q) @ (x_memory @ W_K).T / math.sqrt(W_K.shape[1]))
     A = A / A.sum(dim=-1, keepdim=True)  # rows sum to 1, but the weights are not exp(score) / sum
@@ -193,17 +154,12 @@ CASES = [
     ("0.1", "the softmax axis", student("0.1", "scale after the softmax")),
     ("0.1", "the softmax (", student("0.1", "cosine similarity")),
     ("0.1", "the scale", registered("0.1", "no sqrt(d_k) scale")),
-    ("1.1", "the pair", student("1.1", "returned (weights, scores)")),
-    ("1.1", "the scores", registered("1.1", "divided by d_k")),
-    ("1.1", "the weights are the softmax of the scores", _weights_of_sorted_scores),
-    ("1.2", "the pair (H, A)", registered("1.2", "returned (A, H)")),
-    ("1.2", "no randomness", _dropout_attention),
-    ("1.2", "the softmax axis", registered("1.2", "softmax over the queries")),
-    ("1.2", "the softmax (", _normalised_sigmoid_attention),
-    ("1.2", "the scale", registered("1.2", "divided by d_k")),
-    ("1.2", "the mask", student("1.2", "masked scores set to 0")),
-    ("1.2", "the output H = A V", _doubled_output),
-    ("1.2", "batches", _first_sequence_keys),
+    ("1.1", "key j", registered("1.1", "j counted from 1")),
+    ("1.1", "dot products", registered("1.1", "query along key j")),
+    ("1.1", "the weight p", registered("1.1", "no sqrt(d_k)")),
+    ("1.2", "undoing the mixing", registered("1.2", "returned H")),
+    ("1.2", "the causal mask", registered("1.2", "no causal mask")),
+    ("1.2", "the weights", registered("1.2", "no sqrt(d_k)")),
     ("1.3", "when a pair exists", student("1.3", "guessed threshold d_k >= 100")),
     ("1.3", "the unscaled softmax decides", registered("1.3", "gap too small")),
     ("1.3", "the scale keeps it close", student("1.3", "gap on the upper bound")),
@@ -379,13 +335,21 @@ def test_a_broadcasting_error_names_the_sizes_on_the_axis_that_differs(capsys):
     assert "two tensors do not broadcast: on axis 1 of the result one holds" in line, line
 
 
+def _k_transposed_with_T(x, in_w, in_b, out_w, out_b, num_heads):
+    batch, T, d_model = x.shape
+    q, k, v = (x @ in_w.T + in_b).chunk(3, dim=-1)
+    q, k, v = (t.reshape(batch, T, num_heads, d_model // num_heads).transpose(1, 2) for t in (q, k, v))
+    A = torch.softmax(q @ k.T / math.sqrt(d_model // num_heads), dim=-1)  # k.T on (batch, heads, T, d_head)
+    return (A @ v).transpose(1, 2).reshape(batch, T, d_model) @ out_w.T + out_b, A
+
+
 def test_a_transpose_that_crashes_on_a_batch_names_the_transpose_to_write(capsys):
-    """Issue 45: K.T on a batched K reverses every axis; the hint maps the crash to that operand and says which
+    """Issue 45: k.T on a batched k reverses every axis; the hint maps the crash to that operand and says which
     transpose to write."""
-    assert not check("1.2", student("1.2", "K.T on a batch"))
+    assert not check("4.3", _k_transposed_with_T)
     line = capsys.readouterr().out
-    assert "`K.T` turns K (2 (= batch), 6 (= T_k), 5 (= d_k)) into (5 (= d_k), 6 (= T_k), 2 (= batch))" in line, line
-    assert "Write K.transpose(-2, -1)" in line, line
+    assert "`k.T` turns k (2 (= batch), 3 (= num_heads), 5 (= T), 4 (= d_head)) into" in line, line
+    assert "Write k.transpose(-2, -1)" in line, line
 
 
 def test_check_gives_back_the_grad_mode(capsys):

@@ -218,9 +218,9 @@ def test_memory_and_disk_have_limits(tmp_path):
     first, so the answer defined before it stands (without the limits both would fail)."""
     memory = "import torch\nhog = torch.empty(2**31, dtype=torch.uint8)\nhog.fill_(1)\n"
     disk = "with open('big.bin', 'wb') as handle:\n    for _ in range(4):\n        handle.write(bytes(2**20))\n"
-    wrong_attention = "def attention(Q, K, V, mask=None):\n    return Q, K\n"
+    wrong_values = "def values_for_outputs(Q, K, H):\n    return H\n"
     wrong_scaling = "def scaling_matters(d_k):\n    return None\n"
-    notebook = with_cell(with_cell(solved(), memory + wrong_attention, after=1), disk + wrong_scaling, after=2)
+    notebook = with_cell(with_cell(solved(), memory + wrong_values, after=1), disk + wrong_scaling, after=2)
     rows = grade(tmp_path, notebook, limits=Limits(timeout=60.0, memory_bytes=2**30, file_bytes=2**20))
     assert statuses(rows) == dict.fromkeys(CHAPTER_1, "passed")
     unlimited = grade(tmp_path, notebook, limits=Limits(timeout=60.0, memory_bytes=2**33, file_bytes=2**23))
@@ -252,11 +252,11 @@ def test_an_answer_that_cannot_be_pickled_is_an_error_that_says_so(tmp_path):
 
 def test_a_name_left_undefined_by_a_failing_cell_is_an_error_naming_that_cell(tmp_path):
     notebook = solved()
-    first = [cell for cell in notebook["cells"] if "def scores_and_weights" in "".join(cell["source"])][0]
+    first = [cell for cell in notebook["cells"] if "def query_for_weight" in "".join(cell["source"])][0]
     first["source"] = "import numpy_that_does_not_exist\n" + "".join(first["source"])
     rows = {row.exercise: row for row in grade(tmp_path, notebook)}
     assert rows["1.1"].status == "error" and "ModuleNotFoundError" in rows["1.1"].feedback
-    assert "`scores_and_weights` is not defined" in rows["1.1"].feedback
+    assert "`query_for_weight` is not defined" in rows["1.1"].feedback
     assert rows["1.2"].status == "passed"
 
 

@@ -52,8 +52,8 @@ Properties can also be added after ``register`` with :func:`add_properties` (a b
 chapter's module). Probe helpers: :func:`probe_tensor` (the answer's output as float64 of a required
 shape, or inconclusive), :func:`probe_pair` (the two parts of a returned pair), :func:`probe_from_check`
 (a probe from a checker's own case function, for exercises whose checker already tests the idea), and
-:func:`worst_row_sum`; ``_probes.attention_properties`` gives the softmax axis, the softmax, the
-scale and the mask for any answer adapted to ``weights_of(answer, Q, K)``. A probe builds its own
+:func:`worst_row_sum`; ``_probes.attention_properties`` gives the softmax axis, the softmax and the
+scale for any answer adapted to ``weights_of(answer, Q, K)``. A probe builds its own
 inputs so that the idea it tests changes the output (a scripted model that does not share the
 mistake's behaviour), names sizes that differ from each other, and never fails the solution or a
 correct alternative. Every property needs a row in ``tests/unit/test_exercises_properties.py``: a

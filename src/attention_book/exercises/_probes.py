@@ -1,9 +1,9 @@
-"""Probes shared by the attention exercises (0.1, 1.1, 1.2, 2.1, 4.3): each builds an input on
+"""Probes shared by the attention exercises (0.1, 1.4, 2.1, 4.3): each builds an input on
 which one idea decides the weights, and says in the chapter's words how an answer breaks it.
 
 An exercise adapts its answer to ``weights_of(Q, K) -> A`` (queries (T_q, d), keys (T_k, d); A
-(T_q, T_k) as float64, or :class:`~._core.Inconclusive`), and for a mask to
-``masked_weights_of(Q, K, mask) -> A``; :func:`attention_properties` returns the properties.
+(T_q, T_k) as float64, or :class:`~._core.Inconclusive`); :func:`attention_properties` returns the
+properties.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from ._core import Inconclusive, Property
 SOFTMAX_AXIS = "the softmax axis (each query's weights sum to 1 over the keys)"
 SOFTMAX = "the softmax (weights grow with the score, as exp(score) / sum)"
 SCALE = "the scale (scores are dot products divided by sqrt(d_k))"
-MASK = "the mask (a key where the mask is False gets weight exactly 0; the others share all of it)"
 VALUES = "the output H = A V (each output row averages the VALUE rows with that query's weights)"
 
 
@@ -270,70 +269,17 @@ def scale_probe(
     return probe
 
 
-def mask_probe(masked_weights_of: Callable, weights_of: Callable) -> Callable:
-    def probe(answer) -> str | None:
-        Q, K = _randn(21, 3, 4), _randn(22, 5, 4)
-        mask = torch.tensor(
-            [[True, False, True, False, True], [False, True, True, False, False], [True, True, True, True, False]]
-        )
-        A = masked_weights_of(answer, Q, K, mask)
-        if torch.isnan(A).any():
-            raise Inconclusive("nan")
-        blocked = A[~mask]
-        allowed = A[mask]
-        if blocked.abs().max() > 1e-6 and torch.allclose(A, weights_of(answer, Q, K), atol=1e-6):
-            return (
-                f"your weights are the same with the mask {mask.int().tolist()} as without it: the mask is ignored. Set the "
-                "scores where the mask is False to -inf before the softmax"
-            )
-        if blocked.abs().max() > 1e-6:
-            if allowed.abs().max() < 1e-6:
-                return (
-                    f"with the mask {mask.int().tolist()}, the keys where the mask is False got all the weight and the others 0: "
-                    "the mask is inverted; True means 'may attend', so fill the scores where the mask is False"
-                )
-            i, j = [int(v) for v in (~mask & (A.abs() > 1e-6)).nonzero()[0]]
-            return (
-                f"query {i} may not attend to key {j} (mask[{i}, {j}] is False) but gets weight {A[i, j]:.3g}: set the masked "
-                "SCORES to -inf before the softmax (not 0, and not a product with the mask), so their weights are exactly 0"
-            )
-        rows = A.sum(dim=-1)
-        if not torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
-            worst = int((rows - 1).abs().argmax())
-            return (
-                f"with the masked keys at 0, query {worst}'s weights sum to {rows[worst]:.3f}, not 1: the mask was applied "
-                "after the softmax. Fill the masked scores with -inf BEFORE the softmax, so the allowed keys share all the weight"
-            )
-        free = weights_of(answer, Q, K)
-        for i in range(3):
-            keys = mask[i].nonzero().flatten()
-            ratio_masked = A[i, keys] / A[i, keys].sum()
-            ratio_free = free[i, keys] / free[i, keys].sum()
-            if not torch.allclose(ratio_masked, ratio_free, atol=1e-4):
-                return (
-                    f"query {i}'s allowed keys {keys.tolist()} share its weight as {_fmt(ratio_masked)} with the mask but "
-                    f"{_fmt(ratio_free)} without: masking must leave the allowed keys' scores alone and only remove the others"
-                )
-        return None
-
-    return probe
-
-
 def attention_properties(
     weights_of: Callable,
-    masked_weights_of: Callable | None = None,
     sizes: Callable[[int], dict[str, float]] | None = None,
     axis_sizes: tuple[int, int] = (3, 5),
 ) -> list[Property]:
-    """The softmax axis, the softmax, the scale and (with ``masked_weights_of``) the mask."""
-    properties = [
+    """The softmax axis, the softmax and the scale."""
+    return [
         Property(SOFTMAX_AXIS, softmax_axis_probe(weights_of, *axis_sizes)),
         Property(SOFTMAX, softmax_probe(weights_of)),
         Property(SCALE, scale_probe(weights_of, sizes)),
     ]
-    if masked_weights_of is not None:
-        properties.append(Property(MASK, mask_probe(masked_weights_of, weights_of)))
-    return properties
 
 
 def values_probe(output_and_weights: Callable, keys_like_values: bool = True) -> Callable:

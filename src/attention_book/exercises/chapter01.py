@@ -1,7 +1,9 @@
 """Exercises of chapter 1, "Attention as a weighted sum".
 
-1.1 Scores and weights of one query (scaled dot products, then a softmax).
-1.2 Attention in matrix form, with an optional boolean mask, for batches.
+1.1 Design a query that gives a chosen key a chosen weight p (scaled dot products, the softmax
+    over all the keys, and a longer key that outscores the chosen one along its direction).
+1.2 The values behind given outputs of causal attention: V with A V = H (the weighted sum undone,
+    with the causal mask and the scale).
 1.3 Design a query and two keys for which the sqrt(d_k) scale decides between a
     near-hard and a soft choice, or say that none exist for this d_k.
 1.4 Bahdanau's additive attention: scores tanh(q_i W_1 + k_j W_2) w, then weights and outputs.
@@ -9,34 +11,30 @@
 1.6 The longest sequence for which self-attention (with W_O) does less work than a recurrent layer with g gates.
 
 Each checker tests the answer on fresh random inputs against the reference
-(:func:`~attention_book.attention_scores`, :func:`~attention_book.softmax`,
-:func:`~attention_book.scaled_dot_product_attention`) and recognises typical wrong
-answers by what they compute.
+(:func:`~attention_book.attention_scores`, :func:`~attention_book.softmax`, or what the
+answer must achieve: key j's weight, the outputs A V) and recognises typical wrong answers by
+what they compute.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
 import torch
 
-from ..attention import attention_scores, causal_mask, scaled_dot_product_attention, softmax
+from ..attention import attention_scores, softmax
 from ._core import (
-    SCALED_BY_D_K,
-    SCALED_BY_SQRT_T,
-    SCORES_AS_WEIGHTS,
     ExerciseFailure,
     Inconclusive,
     Mistake,
     Property,
     add_properties,
-    attention_variants,
     call,
     diagnose,
-    diagnose_weights,
     name_sizes,
     probe_pair,
     probe_tensor,
@@ -45,611 +43,461 @@ from ._core import (
     require_tensor_like,
 )
 from ._probes import (
-    SCALE,
-    _describe_divisors,
     _randn,
     attention_properties,
-    determinism_probe,
     output_pair_probe,
     values_probe,
 )
 
 # ---------------------------------------------------------------------------------
-# 1.1 Scores and weights of one query
+# 1.1 Design: a query that gives a chosen key a chosen weight
+
+WEIGHT_TOLERANCE = 1e-3  # key j's weight may miss p by this much
+
+# The hints' fragments, shared by the probes, the checker and the registered mistakes.
+QW_SHAPE = "return the query"
+QW_INDEX = "keys are counted from 0"
+QW_UNSCALED = "only without the scale"
+QW_BY_D_K = "when the scores are divided by d_k"
+QW_AWAY = "points away from key"
+QW_ONE_OTHER = "against one other key"
+QW_ALONG = "points along key"
 
 
-def _scores_and_weights_solution(query: torch.Tensor, keys: torch.Tensor):
-    """Return (scores (T,), weights (T,)) for one query (d_k,) and keys (T, d_k)."""
-    scores = keys @ query / math.sqrt(query.shape[-1])  # (T,)
-    weights = torch.softmax(scores, dim=-1)  # (T,)
-    return scores, weights
+def _query_for_weight_solution(keys: torch.Tensor, j: int, p: float) -> torch.Tensor:
+    """A query (d_k,) that gives key j of keys (T, d_k), T <= d_k and independent, the weight p."""
+    T, d_k = keys.shape
+    one_hot = torch.zeros(T, dtype=keys.dtype)
+    one_hot[j] = 1.0
+    direction = torch.linalg.pinv(keys) @ one_hot  # (d_k,): dot product 1 with key j, 0 with the others
+    score = math.log(p * (T - 1) / (1 - p))  # key j's scaled score: e^s / (e^s + T - 1) = p
+    return math.sqrt(d_k) * score * direction
 
 
-def _unscaled(query, keys):
-    scores = keys @ query
-    return scores, torch.softmax(scores, dim=-1)
+def _direction(keys: torch.Tensor, j: int) -> torch.Tensor:
+    one_hot = torch.zeros(keys.shape[0], dtype=keys.dtype)
+    one_hot[j] = 1.0
+    return torch.linalg.pinv(keys) @ one_hot
 
 
-def _divided_by_d_k(query, keys):
-    scores = keys @ query / query.shape[-1]
-    return scores, torch.softmax(scores, dim=-1)
+def _qw_along_key(keys, j, p):
+    """A query along key j whose own scaled score is the solution's: the other keys' scores are not 0."""
+    T, d_k = keys.shape
+    return math.sqrt(d_k) * math.log(p * (T - 1) / (1 - p)) * keys[j] / (keys[j] @ keys[j])
 
 
-def _normalised_by_sum(query, keys):
-    scores = keys @ query / math.sqrt(query.shape[-1])
-    return scores, scores / scores.sum()
+def _qw_unscaled(keys, j, p):
+    T = keys.shape[0]
+    return math.log(p * (T - 1) / (1 - p)) * _direction(keys, j)
 
 
-def _one_hot(query, keys):
-    scores = keys @ query / math.sqrt(query.shape[-1])
-    return scores, torch.nn.functional.one_hot(scores.argmax(), len(scores)).to(scores.dtype)
+def _qw_by_d_k(keys, j, p):
+    T, d_k = keys.shape
+    return d_k * math.log(p * (T - 1) / (1 - p)) * _direction(keys, j)
 
 
-def _naive_exp(query, keys):
-    scores = keys @ query / math.sqrt(query.shape[-1])
-    exponentials = torch.exp(scores)
-    return scores, exponentials / exponentials.sum()
+def _qw_one_other(keys, j, p):
+    return math.sqrt(keys.shape[1]) * math.log(p / (1 - p)) * _direction(keys, j)
 
 
-def _divided_by_sqrt_T(query, keys):
-    scores = keys @ query / math.sqrt(keys.shape[0])
-    return scores, torch.softmax(scores, dim=-1)
+def _qw_counted_from_1(keys, j, p):
+    return _query_for_weight_solution(keys, j - 1, p)
 
 
-def _scores_as_weights(query, keys):
-    scores = keys @ query / math.sqrt(query.shape[-1])
-    return scores, scores
+def _qw_points_away(keys, j, p):
+    return -_query_for_weight_solution(keys, j, p)
 
 
-def _weights_of_unscaled_scores(query, keys):
-    scores = keys @ query / math.sqrt(query.shape[-1])
-    return scores, torch.softmax(keys @ query, dim=-1)
+def _qw_weights(keys, j, p):
+    query = _query_for_weight_solution(keys, j, p)
+    return torch.softmax(keys @ query / math.sqrt(keys.shape[1]), dim=-1)
 
 
-def _pair(result, what: str):
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise ExerciseFailure(f"{what} should return a pair (scores, weights), but returned {type(result).__name__}")
-    return result
+def _weights_for(keys: torch.Tensor, query: torch.Tensor, divisor: float | None = None) -> torch.Tensor:
+    """softmax(keys @ query / divisor) in float64; the divisor is sqrt(d_k) unless given."""
+    divisor = math.sqrt(keys.shape[-1]) if divisor is None else divisor
+    return torch.softmax(keys.double() @ query.double() / divisor, dim=-1)
 
 
-def _check_scores_and_weights_when_large(answer, generator: torch.Generator, d_k: int) -> None:
-    """Case 3 of 1.1: scores large enough to overflow exp() unless the largest is subtracted first."""
-    # Large scores, where exp() overflows unless the largest score is subtracted first. Key 2 is
-    # built so that its scaled score is exactly 1,000 (exp overflows float32 from about 88); the others
-    # are large too (about +-400), and keys 4 and 5 tie.
-    query = 20.0 * torch.randn(d_k, generator=generator)
-    keys = 20.0 * torch.randn(6, d_k, generator=generator)
-    keys[2] = query * 1000.0 * math.sqrt(d_k) / (query @ query)
-    keys[5] = keys[4]
-    scores, weights = _pair(call(answer, query, keys), "scores_and_weights")
-    weights = require_tensor_like(weights, torch.zeros(6), "the weight vector (with large scores)")
-    if not torch.isfinite(weights).all():
+def _short_vector(values: torch.Tensor) -> str:
+    return "[" + ", ".join(f"{float(value):.3g}" for value in values) + "]"
+
+
+def _answer_query(answer, keys: torch.Tensor, j: int, *, p: float, where: str) -> torch.Tensor:
+    """The answer's query as float64 (d_k,); a wrong type, shape or a non-finite number is an ExerciseFailure."""
+    T, d_k = keys.shape
+    got = call(answer, keys.clone(), j, p)
+    if isinstance(got, torch.Tensor) and tuple(got.shape) == (T,) and T != d_k:
         raise ExerciseFailure(
-            "the weights contain nan or inf when the scores are large (around 1,000): exp() overflowed. "
-            "Subtract the largest score before exp (the softmax does not change), or use torch.softmax"
+            f"{where} you returned a tensor of shape ({T},), one number per key (scores or weights?): {QW_SHAPE}, a "
+            f"vector of shape ({d_k},) whose scaled dot products with the keys give key {j} the weight {p:g}"
         )
-    expected_scores = attention_scores(query[None, :], keys)[0]
-    diagnose(scores, expected_scores, "the scores (with large scores)", rtol=1e-4, atol=1e-3)
-    diagnose(weights, softmax(expected_scores), "the weight vector (with large scores)")
+    query = require_tensor_like(got, torch.zeros(d_k, dtype=torch.float64), f"the query ({where.strip()})")
+    if not torch.isfinite(query).all():
+        raise ExerciseFailure(f"{where} your query contains nan or inf: {_short_vector(query)}")
+    return query
 
 
-def _check_scores_and_weights(answer) -> None:
+def _along_key_sentence(keys: torch.Tensor, j: int, *, got: str) -> str:
+    """What a query along key j gets wrong: the other keys' dot products with k_j, and a longer key's lead."""
+    T = keys.shape[0]
+    dots = keys.double() @ keys[j].double()
+    rival = max((i for i in range(T) if i != j), key=lambda i: float(dots[i]))
+    beaten = (
+        f"; key {rival} even outscores it along that direction (k_{rival} . k_{j} = {float(dots[rival]):.3g} > "
+        f"k_{j} . k_{j} = {float(dots[j]):.3g}): a dot product rewards length, not only direction"
+        if dots[rival] > dots[j]
+        else ""
+    )
+    return (
+        f"{got}: your query {QW_ALONG} {j}, so the other keys' scores are not 0 (their dot products with k_{j} "
+        f"are {_short_vector(torch.cat([dots[:j], dots[j + 1 :]]))}){beaten}. Choose its direction so that the "
+        "other keys' scores do not get in the way"
+    )
+
+
+def _query_diagnosis(keys: torch.Tensor, query: torch.Tensor, j: int, *, p: float) -> str | None:
+    """None when key j's weight is p; otherwise what the query got wrong, in one sentence."""
+    T, d_k = keys.shape
+    weights = _weights_for(keys, query)
+    close = lambda weight: abs(float(weight) - p) <= WEIGHT_TOLERANCE
+    if close(weights[j]):
+        return None
+    got = f"key {j} gets weight {float(weights[j]):.4f}, not {p:g}"
+    others = [i for i in range(T) if i != j and close(weights[i])]
+    if others:
+        return (
+            f"key {others[0]} got the weight {p:g} and key {j} got {float(weights[j]):.4f}: {QW_INDEX}, so key j is "
+            f"keys[j], row {j} of the keys"
+        )
+    if float(query @ keys[j].double()) > (1 - 1e-6) * float(query.norm() * keys[j].double().norm()):
+        return _along_key_sentence(keys, j, got=got)
+    if close(_weights_for(keys, query, 1.0)[j]):
+        return (
+            f"{got}: your query gives it the weight {p:g} {QW_UNSCALED}. Attention divides every dot product by "
+            f"sqrt(d_k) = {math.sqrt(d_k):.3g} before the softmax, so the dot products must be sqrt(d_k) times larger"
+        )
+    if close(_weights_for(keys, query, float(d_k))[j]):
+        return (
+            f"{got}: your query would give it the weight {p:g} {QW_BY_D_K}, but attention divides them by "
+            f"sqrt(d_k) = {math.sqrt(d_k):.3g}, not d_k = {d_k}"
+        )
+    if close(_weights_for(keys, -query)[j]):
+        return f"{got}: your query {QW_AWAY} {j}: minus your query gives the weight {p:g}, so flip its sign"
+    scores = keys.double() @ query / math.sqrt(d_k)
+    rest = torch.cat([scores[:j], scores[j + 1 :]])
+    if float(rest.max() - rest.min()) <= 1e-4 * max(1.0, float(scores.abs().max())):  # float32 leaves ~1e-6
+        gap = float(scores[j] - rest[0])
+        if abs(gap - math.log(p / (1 - p))) < 1e-3:
+            return (
+                f"{got}: key {j}'s scaled score leads the others by ln(p / (1 - p)) = {gap:.3g}, which gives the "
+                f"weight p {QW_ONE_OTHER}; here there are T - 1 = {T - 1} others, and each keeps a weight "
+                "proportional to e^(its score)"
+            )
+        return (
+            f"{got}: your query gives the other keys equal scores, so key {j}'s weight is e^g / (e^g + T - 1) with "
+            f"g = {gap:.3g}, its scaled score's lead over theirs; choose the lead g that makes this p"
+        )
+    return (
+        f"{got} (your query's scaled scores are {_short_vector(scores)}): key j's weight is e^(s_j) divided by the sum "
+        "of e^(s_i) over ALL the keys, with s_i = q . k_i / sqrt(d_k)"
+    )
+
+
+def _query_case(answer, keys: torch.Tensor, j: int, *, p: float, what: str) -> None:
+    where = f"for {what} ({keys.shape[0]} keys of size d_k = {keys.shape[1]}), key j = {j} and p = {p:g}"
+    query = _answer_query(answer, keys, j, p=p, where=where)
+    sentence = _query_diagnosis(keys, query, j, p=p)
+    if sentence:
+        raise ExerciseFailure(f"{where}: {sentence}")
+
+
+def _check_query_for_weight(answer) -> None:
     generator = random_generator()
-    # Case 1: a random query and keys of a random size.
-    d_k = int(torch.randint(3, 17, (), generator=generator))
-    T = int(torch.randint(4, 9, (), generator=generator))
-    T += T == d_k  # T != d_k, so that dividing by sqrt(T) instead of sqrt(d_k) shows
-    name_sizes(d_k=d_k, T=T)
-    query = torch.randn(d_k, generator=generator)
-    keys = torch.randn(T, d_k, generator=generator)
-    scores, weights = _pair(call(answer, query.clone(), keys.clone()), "scores_and_weights")
-    expected_scores = attention_scores(query[None, :], keys)[0]  # (T,)
-    expected_weights = softmax(expected_scores)  # (T,)
-    diagnose(
-        scores,
-        expected_scores,
-        f"the scores (query of size d_k={d_k}, {T} keys)",
-        known_mistakes={
-            "you forgot to divide the scores by sqrt(d_k)": _unscaled(query, keys)[0],
-            "divide the scores by sqrt(d_k), not by d_k": _divided_by_d_k(query, keys)[0],
-            SCALED_BY_SQRT_T: _divided_by_sqrt_T(query, keys)[0],
-        },
-    )
-    diagnose(
-        weights,
-        expected_weights,
-        "the weight vector",
-        known_mistakes={
-            SCORES_AS_WEIGHTS: expected_scores,
-            "you divided the scores by their sum; weights come from a softmax (exponentiate, then divide by the sum), "
-            "which also keeps every weight positive": _normalised_by_sum(query, keys)[1],
-            "these are one-hot weights (argmax): attention is soft, every key gets some weight": _one_hot(query, keys)[
-                1
-            ],
-            "your weights are the softmax of the UNSCALED scores: apply the softmax to the scaled scores": _weights_of_unscaled_scores(
-                query, keys
-            )[1],
-        },
-    )
-    # Case 2: two identical keys tie and must get the same weight; then a single key gets weight 1.
-    keys = torch.randn(5, d_k, generator=generator)
-    keys[3] = keys[1]
-    for case_keys, what in ((keys, "with two identical keys"), (keys[:1], "with a single key")):
-        scores, weights = _pair(call(answer, query, case_keys), "scores_and_weights")
-        expected_scores = attention_scores(query[None, :], case_keys)[0]
-        diagnose(
-            scores,
-            expected_scores,
-            f"the scores ({what})",
-            known_mistakes={
-                "you forgot to divide the scores by sqrt(d_k)": _unscaled(query, case_keys)[0],
-                "divide the scores by sqrt(d_k), not by d_k": _divided_by_d_k(query, case_keys)[0],
-                SCALED_BY_SQRT_T: _divided_by_sqrt_T(query, case_keys)[0],
-            },
-        )
-        diagnose(weights, softmax(expected_scores), f"the weight vector ({what})")
-    _check_scores_and_weights_when_large(answer, generator, d_k)
+    d_k = int(torch.randint(5, 13, (), generator=generator))
+    T = int(
+        torch.randint(3, d_k, (), generator=generator)
+    )  # 3 <= T < d_k: with two keys a flipped sign looks like the other j
+    j = int(torch.randint(0, T, (), generator=generator))
+    _query_case(answer, torch.randn(T, d_k, generator=generator), j, p=0.9, what="random keys")
+    # A key that dominates key j along its own direction: k_i . k_j > k_j . k_j.
+    keys = torch.randn(3, 6, generator=generator)
+    keys[0] = 3.0 * keys[2] + 0.3 * torch.randn(6, generator=generator)
+    _query_case(answer, keys, 2, p=0.8, what="keys where key 0 is long along key 2")
+    # A weight below 1/T, a weight near 1 with many features, as many keys as features, two keys.
+    _query_case(answer, torch.randn(4, 7, generator=generator), 3, p=0.1, what="random keys")
+    _query_case(answer, torch.randn(6, 64, generator=generator), 0, p=0.99, what="random keys")
+    _query_case(answer, torch.randn(5, 5, generator=generator), 1, p=0.5, what="as many keys as features")
+    _query_case(answer, torch.randn(2, 3, generator=generator), 1, p=0.75, what="two keys")
 
 
 register(
     "1.1",
-    "Scores and weights of one query",
-    _check_scores_and_weights,
-    answer="scores_and_weights",
-    solution=_scores_and_weights_solution,
+    "A query for a chosen weight",
+    _check_query_for_weight,
+    answer="query_for_weight",
+    solution=_query_for_weight_solution,
     mistakes=[
-        Mistake("no sqrt(d_k) scale", _unscaled, "forgot to divide the scores by sqrt(d_k)"),
-        Mistake("divided by d_k", _divided_by_d_k, "not by d_k"),
-        Mistake("normalised by the sum", _normalised_by_sum, "divided the scores by their sum"),
-        Mistake("argmax", _one_hot, "one-hot weights"),
-        Mistake("softmax of unscaled scores", _weights_of_unscaled_scores, "softmax of the UNSCALED scores"),
-        Mistake("exp without subtracting the maximum", _naive_exp, "exp() overflowed"),
-        Mistake("divided by sqrt(T)", _divided_by_sqrt_T, SCALED_BY_SQRT_T),
-        Mistake("returned the scores as weights", _scores_as_weights, SCORES_AS_WEIGHTS),
+        Mistake("query along key j", _qw_along_key, QW_ALONG),
+        Mistake("no sqrt(d_k)", _qw_unscaled, QW_UNSCALED),
+        Mistake("d_k for sqrt(d_k)", _qw_by_d_k, QW_BY_D_K),
+        Mistake("one other key", _qw_one_other, QW_ONE_OTHER),
+        Mistake("j counted from 1", _qw_counted_from_1, QW_INDEX),
+        Mistake("sign flipped", _qw_points_away, QW_AWAY),
+        Mistake("returned the weights", _qw_weights, QW_SHAPE),
     ],
 )
+
+# Properties of 1.1: each probe builds keys on which one idea decides key j's weight.
+_QW_KEYS = _randn(61, 3, 6)
+_QW_LONG = _QW_KEYS.clone()
+_QW_LONG[0] = 3.0 * _QW_KEYS[2] + 0.3 * _randn(62, 6)  # key 0 outscores key 2 along key 2
+
+
+def _query_probe(cases, *, only: tuple[str, ...] = ()) -> Callable:
+    """A probe over (keys, j, p) cases: the diagnosis's sentence, or (with ``only``) only a sentence that names one
+    of these fragments; a wrong type or shape is left to the checker."""
+
+    def probe(answer) -> str | None:
+        for keys, j, p in cases:
+            try:
+                query = _answer_query(answer, keys, j, p=p, where="")
+            except ExerciseFailure as failure:
+                raise Inconclusive("the checker names the type or shape") from failure
+            sentence = _query_diagnosis(keys, query, j, p=p)
+            if sentence and (not only or any(fragment in sentence for fragment in only)):
+                return f"for keys of shape {tuple(keys.shape)}, key j = {j} and p = {p:g}: {sentence}"
+        return None
+
+    return probe
+
+
+add_properties(
+    "1.1",
+    [
+        Property("key j (counted from 0)", _query_probe([(_QW_KEYS, 1, 0.8)], only=(QW_INDEX,))),
+        Property(
+            "dot products (a query along key j gives the other keys scores too)",
+            _query_probe([(_QW_LONG, 2, 0.8), (_QW_KEYS, 1, 0.8)], only=(QW_ALONG,)),
+        ),
+        Property(
+            "the weight p (the scale sqrt(d_k), and a softmax over all T keys)",
+            _query_probe([(_QW_KEYS, 1, 0.8), (_randn(63, 4, 7), 3, 0.1)]),
+        ),
+    ],
+)
+
 
 # ---------------------------------------------------------------------------------
-# 1.2 Attention in matrix form, with a mask
+# 1.2 Design: the values behind the outputs of causal attention
+
+# The hints' fragments, shared by the probes, the checker and the registered mistakes.
+VO_SAME = "your values are the outputs themselves"
+VO_FORWARD = "you applied attention to H"
+VO_TRANSPOSED = "with the weights transposed"
+VO_DIAGONAL = "only its own value"
+VO_EQUAL = "equal weights"
+VO_NO_MASK = "without the causal mask"
+VO_MASK_INVERTED = "the mask turned round"
+VO_UNSCALED = "scores not divided by sqrt(d_k)"
+VO_BY_D_K = "scores divided by d_k"
+VO_AXIS = "a softmax over the wrong axis"
 
 
-def _attention_solution(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, mask: torch.Tensor | None = None):
-    """Return (H (..., T_q, d_v), A (..., T_q, T_k)); mask is boolean, True = may attend."""
-    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])  # (..., T_q, T_k)
-    if mask is not None:
-        S = S.masked_fill(~mask, float("-inf"))
-    A = torch.softmax(S, dim=-1)  # (..., T_q, T_k)
-    return A @ V, A  # (..., T_q, d_v), (..., T_q, T_k)
+def _values_for_outputs_solution(Q: torch.Tensor, K: torch.Tensor, H: torch.Tensor) -> torch.Tensor:
+    """Values V (T, d_v) for which causal attention of Q, K (T, d_k) outputs H (T, d_v): A V = H."""
+    T, d_k = Q.shape
+    S = Q @ K.T / math.sqrt(d_k)  # (T, T)
+    allowed = torch.ones(T, T, dtype=torch.bool).tril()  # query i sees keys 0..i
+    A = torch.softmax(S.masked_fill(~allowed, float("-inf")), dim=-1)  # (T, T), lower triangular
+    return torch.linalg.solve_triangular(A, H, upper=False)  # (T, d_v)
 
 
-def _softmax_over_queries(Q, K, V, mask=None):
-    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
-    if mask is not None:
-        S = S.masked_fill(~mask, float("-inf"))
-    A = torch.softmax(S, dim=-2)
-    return A @ V, A
+def _causal_weights(Q, K, *, divisor=None, mask="causal", dim=-1) -> torch.Tensor:
+    """The causal weights in float64, or a slip's: another divisor, no mask or the mask turned round, another axis."""
+    Q, K = Q.double(), K.double()
+    T = Q.shape[0]
+    S = Q @ K.T / (math.sqrt(Q.shape[1]) if divisor is None else divisor)
+    allowed = {
+        "causal": torch.ones(T, T, dtype=torch.bool).tril(),
+        "inverted": torch.ones(T, T, dtype=torch.bool).triu(),
+    }
+    if mask in allowed:
+        S = S.masked_fill(~allowed[mask], float("-inf"))
+    return torch.softmax(S, dim=dim)
 
 
-def _matrix_unscaled(Q, K, V, mask=None):
-    S = Q @ K.transpose(-2, -1)
-    if mask is not None:
-        S = S.masked_fill(~mask, float("-inf"))
-    A = torch.softmax(S, dim=-1)
-    return A @ V, A
+def _vo_same(Q, K, H):
+    return H.clone()
 
 
-def _mask_ignored(Q, K, V, mask=None):
-    return _attention_solution(Q, K, V, mask=None)
+def _vo_forward(Q, K, H):
+    return (_causal_weights(Q, K) @ H.double()).to(H.dtype)
 
 
-def _mask_after_softmax(Q, K, V, mask=None):
-    A = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), dim=-1)
-    if mask is not None:
-        A = A.masked_fill(~mask, 0.0)
-    return A @ V, A
+def _vo_transposed(Q, K, H):
+    return torch.linalg.solve(_causal_weights(Q, K).T, H.double()).to(H.dtype)
 
 
-def _mask_inverted(Q, K, V, mask=None):
-    return _attention_solution(Q, K, V, mask=None if mask is None else ~mask)
+def _vo_diagonal(Q, K, H):
+    return (H.double() / _causal_weights(Q, K).diagonal()[:, None]).to(H.dtype)
 
 
-def _averaged_keys(Q, K, V, mask=None):
-    _, A = _attention_solution(Q, K, V, mask=mask)
-    return A @ K, A
+def _vo_equal(Q, K, H):
+    """The running mean undone: V_i = (i + 1) H_i - i H_(i-1), right only when every score is equal."""
+    counts = torch.arange(1, H.shape[0] + 1, dtype=H.dtype)[:, None]
+    return counts * H - torch.cat([torch.zeros_like(H[:1]), (counts[:-1]) * H[:-1]])
 
 
-def _matrix_divided_by_d_k(Q, K, V, mask=None):
-    S = Q @ K.transpose(-2, -1) / Q.shape[-1]
-    if mask is not None:
-        S = S.masked_fill(~mask, float("-inf"))
-    A = torch.softmax(S, dim=-1)
-    return A @ V, A
+def _vo_solved(weights):
+    return lambda Q, K, H: torch.linalg.solve(weights(Q, K), H.double()).to(H.dtype)
 
 
-def _matrix_returns_scores(Q, K, V, mask=None):
-    H, _ = _attention_solution(Q, K, V, mask=mask)
-    S = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
-    return H, (S if mask is None else S.masked_fill(~mask, float("-inf")))
+_vo_no_mask = _vo_solved(lambda Q, K: _causal_weights(Q, K, mask=None))
+_vo_mask_inverted = _vo_solved(lambda Q, K: _causal_weights(Q, K, mask="inverted"))
+_vo_unscaled = _vo_solved(lambda Q, K: _causal_weights(Q, K, divisor=1.0))
+_vo_by_d_k = _vo_solved(lambda Q, K: _causal_weights(Q, K, divisor=float(Q.shape[1])))
+_vo_axis = _vo_solved(lambda Q, K: _causal_weights(Q, K, dim=0))
+
+# hint -> the slip, in groups: how the mixing is undone, the mask, the weights.
+_VO_UNDOING = {
+    f"{VO_SAME}: but output i mixes the values 0 to i with the weights A[i], so only output 0 equals its value; "
+    "find V with A V = H": _vo_same,
+    f"{VO_FORWARD} (A H): attention mixes the values into the outputs, H = A V, and you need the values, so undo "
+    "the mixing: solve A V = H for V": _vo_forward,
+    f"you solved the system {VO_TRANSPOSED} (A^T V = H): output i is row i of A times V, H = A V, so solve A V = H "
+    "as it stands": _vo_transposed,
+    f"you divided each output by the weight of {VO_DIAGONAL} (H_i / A_ii): output i also mixes the earlier values "
+    "0 to i - 1, which must be taken out first (solve A V = H, row by row from the top, or all at once)": _vo_diagonal,
+    f"you undid a running mean, as if query i gave {VO_EQUAL} to keys 0 to i; the weights are the softmax of the "
+    "scores q_i . k_j / sqrt(d_k), which differ: compute A from Q and K": _vo_equal,
+}
+_VO_MASK = {
+    f"your values fit attention {VO_NO_MASK} (every query sees every key): query i may only see keys 0 to i, so set "
+    "the scores above the diagonal to -inf before the softmax": _vo_no_mask,
+    f"your values fit attention with {VO_MASK_INVERTED}: query i sees keys i to T - 1 there, but in causal attention "
+    "it sees keys 0 to i (keep the lower triangle, tril)": _vo_mask_inverted,
+}
+_VO_WEIGHTS = {
+    f"your values fit attention with {VO_UNSCALED}: divide the scores by sqrt(d_k) before the softmax": _vo_unscaled,
+    f"your values fit attention with {VO_BY_D_K}: divide them by sqrt(d_k), not d_k": _vo_by_d_k,
+    f"your values fit attention with {VO_AXIS} (down the columns, over the queries): each query's weights sum to 1 "
+    "over the keys, dim=-1": _vo_axis,
+}
 
 
-def _matrix_naive_exp(Q, K, V, mask=None):
-    E = torch.exp(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]))
-    if mask is not None:
-        E = E.masked_fill(~mask, 0.0)
-    A = E / E.sum(dim=-1, keepdim=True)
-    return A @ V, A
+def _answer_values(answer, Q: torch.Tensor, K: torch.Tensor, *, H: torch.Tensor, where: str) -> torch.Tensor:
+    got = call(answer, Q.clone(), K.clone(), H.clone())
+    values = require_tensor_like(got, H, f"the values V ({where})", axes=("position", "value feature"))
+    if not torch.isfinite(values).all():
+        raise ExerciseFailure(f"the values V ({where}) contain nan or inf")
+    return values.double()
 
 
-def _matrix_swapped_outputs(Q, K, V, mask=None):
-    H, A = _attention_solution(Q, K, V, mask=mask)
-    return A, H
+def _values_diagnosis(Q, K, H, *, values, slips: dict) -> str | None:
+    """None when causal attention with these values outputs H; the slip the values come from, if one of ``slips``;
+    otherwise '' (a difference no slip explains)."""
+    outputs = _causal_weights(Q, K) @ values
+    scale = max(1.0, float(H.abs().max()), float(values.abs().max()))
+    if torch.allclose(outputs, H.double(), rtol=0.0, atol=1e-5 * scale):  # float32 inside passes too
+        return None
+    for hint, slip in slips.items():
+        if torch.allclose(values, slip(Q, K, H).double(), rtol=1e-5, atol=1e-5 * scale):
+            return hint
+    return ""
 
 
-def _random_mask(shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
-    """A boolean mask in which every row has at least one True and at least one False."""
-    mask = torch.rand(shape, generator=generator) < 0.5
-    columns = shape[-1]
-    first = torch.randint(0, columns, shape[:-1], generator=generator)
-    second = (first + 1 + torch.randint(0, columns - 1, shape[:-1], generator=generator)) % columns
-    mask.scatter_(-1, first[..., None], True)
-    mask.scatter_(-1, second[..., None], False)
-    return mask
-
-
-def _pair_of_outputs(result, H_shape: tuple[int, ...] | None = None, A_shape: tuple[int, ...] | None = None):
-    if not isinstance(result, (tuple, list)) or len(result) != 2:
-        raise ExerciseFailure(f"attention should return a pair (H, A), but returned {type(result).__name__}")
-    first, second = result
-    if (
-        H_shape != A_shape
-        and all(isinstance(t, torch.Tensor) for t in result)
-        and (tuple(first.shape), tuple(second.shape)) == (A_shape, H_shape)
-    ):
-        raise ExerciseFailure(
-            f"you returned (A, H): the first tensor has the weights' shape {A_shape} and the second the output's "
-            f"{H_shape}; return (H, A), the output first"
-        )
-    return result
-
-
-def _check_weights(A, expected, what: str, *, known: dict) -> None:
-    A = require_tensor_like(A, expected, what, known_mistakes=known)
-    if torch.allclose(A, expected, atol=1e-5, rtol=1e-4):
+def _values_case(answer, Q, K, *, H, what: str) -> None:
+    where = f"{what}: T = {Q.shape[0]}, d_k = {Q.shape[1]}, d_v = {H.shape[1]}"
+    values = _answer_values(answer, Q, K, H=H, where=where)
+    sentence = _values_diagnosis(Q, K, H, values=values, slips={**_VO_UNDOING, **_VO_MASK, **_VO_WEIGHTS})
+    if sentence is None:
         return
-    for hint, wrong in known.items():
-        if wrong.shape == A.shape and torch.allclose(A, wrong.to(A.dtype), atol=1e-5, rtol=1e-4, equal_nan=True):
-            raise ExerciseFailure(f"{what} is wrong: {hint}")
-    if torch.isnan(A).any() and torch.isfinite(expected).all() and (expected.abs().amax(dim=-1) > 0).all():
-        raise ExerciseFailure(
-            f"{what} contains nan: a query whose every score is -inf gets 0/0 from the softmax. "
-            "Is your mask inverted? True means 'may attend', so fill the scores where the mask is False"
+    if not sentence:
+        outputs = _causal_weights(Q, K) @ values
+        row = int((outputs - H.double()).abs().amax(dim=-1).argmax())
+        sentence = (
+            f"with your values, causal attention outputs row {row} as {_short_vector(outputs[row])} where H has "
+            f"{_short_vector(H[row])}: the values must make A V = H exactly, with A the causal weights of Q and K"
         )
-    diagnose_weights(A, expected, what, known_mistakes=known)
+    raise ExerciseFailure(f"for {where}, {sentence}")
 
 
-def _check_attention_with_a_mask(answer, generator: torch.Generator, *, Q, K, V) -> None:
-    """Case 3 of 1.2: a mask with a True and a False in every row, broadcast over the batch."""
-    batch, T_q, T_k, d_v = Q.shape[0], Q.shape[1], K.shape[1], V.shape[-1]
-    mask = _random_mask((T_q, T_k), generator)
-    H, A = _pair_of_outputs(call(answer, Q, K, V, mask.clone()), (batch, T_q, d_v), (batch, T_q, T_k))
-    expected_H, expected_A = scaled_dot_product_attention(Q, K, V, mask=mask)
-    family = attention_variants(Q, K, V, mask=mask)
-    _check_weights(
-        A,
-        expected_A,
-        f"A (with a ({T_q}, {T_k}) mask)",
-        known={
-            **{hint: wrong_A for hint, (_, wrong_A) in family.items()},
-            "the mask is ignored: set the scores where the mask is False to -inf BEFORE the softmax": _mask_ignored(
-                Q, K, V, mask=mask
-            )[1],
-            "the mask was applied after the softmax: the remaining weights no longer sum to 1. "
-            "Fill the scores with -inf before the softmax instead": _mask_after_softmax(Q, K, V, mask=mask)[1],
-            "the mask is inverted: True means 'may attend', so fill the scores where the mask is False": _mask_inverted(
-                Q, K, V, mask=mask
-            )[1],
-            "softmax over the wrong axis: each row (one query) must sum to 1 over the keys, so use dim=-1": _softmax_over_queries(
-                Q, K, V, mask=mask
-            )[1],
-        },
-    )
-    diagnose(
-        H,
-        expected_H,
-        f"H (with a ({T_q}, {T_k}) mask)",
-        known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()},
-    )
+def _well_posed(generator: torch.Generator, T: int, d_k: int, *, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Queries and keys whose causal weights give each query's own key at least 0.05, so that V = A^-1 H stays
+    of the size of H (a tiny A_ii would make V huge and the comparison A V = H loose)."""
+    while True:
+        Q, K = (scale * torch.randn(T, d_k, generator=generator, dtype=torch.float64) for _ in range(2))
+        if float(_causal_weights(Q, K).diagonal().min()) >= 0.05:
+            return Q, K
 
 
-def _check_attention_when_large(answer, generator: torch.Generator, V, *, T_q: int, d_k: int) -> None:
-    """Case 5 of 1.2: large and tied scores."""
-    batch, T_k, d_v = V.shape
-    # Key 0 of every batch is its first query times 1000 sqrt(d_k) / |q|^2
-    # (a scaled score of exactly 1,000: exp() overflows unless each row's maximum is subtracted first),
-    # and keys 3 and 4 are equal (a tie).
-    Q = torch.randn(batch, T_q, d_k, generator=generator)
-    K = 10.0 * torch.randn(batch, T_k, d_k, generator=generator)
-    K[:, 0] = Q[:, 0] * 1000.0 * math.sqrt(d_k) / (Q[:, 0] * Q[:, 0]).sum(dim=-1, keepdim=True)
-    K[:, 4] = K[:, 3]
-    H, A = _pair_of_outputs(call(answer, Q, K, V), (batch, T_q, d_v), (batch, T_q, T_k))
-    expected_H, expected_A = scaled_dot_product_attention(Q, K, V)
-    family = attention_variants(Q, K, V)
-    A = require_tensor_like(A, expected_A, "A (with a score of 1,000)")
-    if not torch.isfinite(A).all():
-        raise ExerciseFailure(
-            "A contains nan or inf when a score is large (1,000): exp() overflowed. Subtract each row's largest "
-            "score before exp (the softmax does not change), or use torch.softmax"
-        )
-    diagnose(
-        A,
-        expected_A,
-        "A (with a score of 1,000 and two tied keys)",
-        known_mistakes={h: a for h, (_, a) in family.items()},
-        atol=1e-4,
-    )
-    diagnose(
-        H,
-        expected_H,
-        "H (with a score of 1,000 and two tied keys)",
-        known_mistakes={h: o for h, (o, _) in family.items()},
-        atol=1e-4,
-    )
-
-
-def _check_attention(answer) -> None:
+def _check_values_for_outputs(answer) -> None:
     generator = random_generator()
-    # Case 1: a batch of 2 without a mask; values as wide as the keys (so that averaging the
-    # keys instead of the values can be recognised), then values of another width.
-    batch, T_q, T_k, d_k, d_v = 2, 4, 6, 5, 3
-    name_sizes(batch=batch, T_q=T_q, T_k=T_k, d_k=d_k, d_v=d_v)
-    Q = torch.randn(batch, T_q, d_k, generator=generator)
-    K = torch.randn(batch, T_k, d_k, generator=generator)
-    V_square = torch.randn(batch, T_k, d_k, generator=generator)
-    H, A = _pair_of_outputs(call(answer, Q.clone(), K.clone(), V_square.clone()), (batch, T_q, d_k), (batch, T_q, T_k))
-    expected_H, expected_A = scaled_dot_product_attention(Q, K, V_square)
-    family = attention_variants(Q, K, V_square)
-    _check_weights(
-        A,
-        expected_A,
-        f"A (batch {batch}, {T_q} queries, {T_k} keys, d_k={d_k}, no mask)",
-        known={hint: wrong_A for hint, (_, wrong_A) in family.items()},
-    )
-    diagnose(
-        H,
-        expected_H,
-        f"H (batch {batch}, {T_q} queries, d_v={d_k}, no mask)",
-        known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()},
-    )
-    V = torch.randn(batch, T_k, d_v, generator=generator)
-    H, A = _pair_of_outputs(call(answer, Q, K, V), (batch, T_q, d_v), (batch, T_q, T_k))
-    expected_H, expected_A = scaled_dot_product_attention(Q, K, V)
-    diagnose(H, expected_H, f"H (batch {batch}, {T_q} queries, values of size d_v={d_v} while d_k={d_k})")
-    _check_attention_with_a_mask(answer, generator, Q=Q, K=K, V=V)
-    # Case 4: causal self-attention, and a sequence of one token.
-    for T in (5, 1):
-        X = torch.randn(3, T, d_k, generator=generator)
-        mask = causal_mask(T)
-        H, A = _pair_of_outputs(call(answer, X, X, X, mask), (3, T, d_k), (3, T, T))
-        expected_H, expected_A = scaled_dot_product_attention(X, X, X, mask=mask)
-        family = attention_variants(X, X, X, mask=mask)
-        where = f"causal self-attention over {T} token{'s' if T > 1 else ''}"
-        _check_weights(A, expected_A, f"A ({where})", known={hint: wrong_A for hint, (_, wrong_A) in family.items()})
-        diagnose(H, expected_H, f"H ({where})", known_mistakes={hint: wrong_H for hint, (wrong_H, _) in family.items()})
-    _check_attention_when_large(answer, generator, V, T_q=T_q, d_k=d_k)
+    T = int(torch.randint(4, 8, (), generator=generator))
+    d_k = int(torch.randint(2, 6, (), generator=generator))
+    d_v = int(torch.randint(1, 4, (), generator=generator))
+    name_sizes(T=T, d_k=d_k, d_v=d_v)
+    for scale, what in ((1.0, "random queries and keys"), (2.0, "scores twice as large")):
+        Q, K = _well_posed(generator, T, d_k, scale=scale)
+        _values_case(answer, Q, K, H=torch.randn(T, d_v, generator=generator, dtype=torch.float64), what=what)
+    one = torch.randn(1, 3, generator=generator, dtype=torch.float64)
+    _values_case(answer, one, one, H=torch.randn(1, 2, generator=generator, dtype=torch.float64), what="one token")
 
 
 register(
     "1.2",
-    "Attention in matrix form, with a mask",
-    _check_attention,
-    answer="attention",
-    solution=_attention_solution,
+    "The values behind the outputs",
+    _check_values_for_outputs,
+    answer="values_for_outputs",
+    solution=_values_for_outputs_solution,
     mistakes=[
-        Mistake("softmax over the queries", _softmax_over_queries, "softmax over the wrong axis"),
-        Mistake("no sqrt(d_k) scale", _matrix_unscaled, "forgot to divide the scores by sqrt(d_k)"),
-        Mistake("mask ignored", _mask_ignored, "the mask is ignored"),
-        Mistake("mask after the softmax", _mask_after_softmax, "applied after the softmax"),
-        Mistake("mask inverted", _mask_inverted, "the mask is inverted"),
-        Mistake("averaged the keys", _averaged_keys, "you averaged the keys"),
-        Mistake("divided by d_k", _matrix_divided_by_d_k, SCALED_BY_D_K),
-        Mistake("returned the scores as A", _matrix_returns_scores, SCORES_AS_WEIGHTS),
-        Mistake("exp without subtracting the maximum", _matrix_naive_exp, "exp() overflowed"),
-        Mistake("returned (A, H)", _matrix_swapped_outputs, "you returned (A, H)"),
+        Mistake("returned H", _vo_same, VO_SAME),
+        Mistake("applied attention to H", _vo_forward, VO_FORWARD),
+        Mistake("transposed system", _vo_transposed, VO_TRANSPOSED),
+        Mistake("divided by the diagonal", _vo_diagonal, VO_DIAGONAL),
+        Mistake("running mean undone", _vo_equal, VO_EQUAL),
+        Mistake("no causal mask", _vo_no_mask, VO_NO_MASK),
+        Mistake("mask turned round", _vo_mask_inverted, VO_MASK_INVERTED),
+        Mistake("no sqrt(d_k)", _vo_unscaled, VO_UNSCALED),
+        Mistake("divided by d_k", _vo_by_d_k, VO_BY_D_K),
+        Mistake("softmax over the queries", _vo_axis, VO_AXIS),
     ],
 )
 
-# Properties of 1.1 and 1.2 (see _core's docstring): what an answer breaks, probed one idea at a time.
+# Properties of 1.2, on five tokens (d_k = 3, d_v = 2): each names the slips of one idea.
+_VO_Q, _VO_K, _VO_H = (_randn(seed, 5, size).double() for seed, size in ((64, 3), (65, 3), (66, 2)))
 
 
-def _scores_weights_of(answer, query, keys):
-    scores, weights = probe_pair(answer(query, keys))
-    return probe_tensor(scores, (keys.shape[0],)), probe_tensor(weights, (keys.shape[0],))
-
-
-def _pair_order_probe(answer):
-    query, keys = _randn(41, 4), _randn(42, 5, 4)
-    first, second = (probe_tensor(t, (5,)) for t in probe_pair(answer(query, keys)))
-    sums_to_one = lambda t: bool((t >= 0).all() and abs(float(t.sum()) - 1) < 1e-4)
-    if sums_to_one(first) and not sums_to_one(second):
-        return (
-            f"the first tensor you return is positive and sums to 1 ({float(first.sum()):.3f}) and the second does not: "
-            "return (scores, weights), the scores first"
-        )
-    return None
-
-
-def _scores_scale_probe(answer):
-    """Keys e_1, -e_0 and e_0 + e_1 against the query 2 e_0: dot products 0, -2 and 2 (the first key is at right
-    angles to the query), at d_k = 4 and 16; the scores must be these divided by sqrt(d_k)."""
-    implied = []
-    for d in (4, 16):
-        query = torch.zeros(d)
-        query[0] = 2.0
-        keys = torch.zeros(3, d)
-        keys[0, 1], keys[1, 0], keys[2, 0], keys[2, 1] = 1.0, -1.0, 1.0, 1.0
-        scores = _scores_weights_of(answer, query, keys)[0]
-        shown = [round(float(v), 3) for v in scores]
-        dots = torch.tensor([0.0, -2.0, 2.0], dtype=torch.float64)
-        floored = torch.floor(dots / math.sqrt(d))
-        if torch.allclose(scores, floored) and not torch.allclose(floored, dots / math.sqrt(d)):
-            return (
-                f"keys whose dot products with the query are 0, -2 and 2 got the whole-number scores {shown} at d_k = {d}: "
-                "`//` is floor division and rounds down; divide with `/`"
+def _values_probe(slips: dict, *, generic: bool = False) -> Callable:
+    def probe(answer) -> str | None:
+        try:
+            values = _answer_values(answer, _VO_Q, _VO_K, H=_VO_H, where="")
+        except ExerciseFailure as failure:
+            raise Inconclusive("the checker names the type or shape") from failure
+        sentence = _values_diagnosis(_VO_Q, _VO_K, _VO_H, values=values, slips=slips)
+        if sentence or (generic and sentence == ""):
+            outputs = _causal_weights(_VO_Q, _VO_K) @ values
+            gap = float((outputs - _VO_H).abs().max())
+            return f"for five tokens, causal attention with your values misses H by up to {gap:.3g}" + (
+                f": {sentence}"
+                if sentence
+                else ": A V must equal H, with A the causal weights softmax(Q K^T / sqrt(d_k))"
             )
-        if (
-            abs(float(scores[0])) > 1e-6
-            or float(scores[2]) <= 0
-            or not torch.allclose(scores[1], -scores[2], atol=1e-5)
-        ):
-            return (
-                f"keys whose dot products with the query are 0 (a key at right angles to it), -2 and 2 got the scores {shown}: "
-                "a score is the dot product q.k (keys @ query) divided by sqrt(d_k), so the first must be 0 and the other two opposite"
-            )
-        implied.append(2.0 / float(scores[2]))
-    if all(abs(D - math.sqrt(d)) < 2e-3 * math.sqrt(d) for D, d in zip(implied, (4, 16))):
         return None
-    return (
-        f"with the dot products q.k = 0, -2, 2, your scores divide them by {implied[0]:.3g} when d_k = 4 and by {implied[1]:.3g} "
-        f"when d_k = 16, where the chapter divides by sqrt(d_k) = 2 and 4: "
-        + _describe_divisors(4, implied[0], d_large=16, D_large=implied[1], sizes={"T, the number of keys": 3})
-    )
 
-
-def _weights_variant(scores: torch.Tensor, weights: torch.Tensor, d_k: int | None = None) -> str | None:
-    """What the weights are, computed from the answer's own scores, when they are a familiar slip."""
-    close = lambda other: other.shape == weights.shape and torch.allclose(weights, other, atol=1e-5, rtol=1e-4)
-    if close(scores):
-        return "your weights are your scores: these are the scores, not the weights; return softmax(scores)"
-    if close(torch.log_softmax(scores, dim=-1)):
-        return "your weights are log_softmax of the scores (log-probabilities, all negative): use torch.softmax"
-    if close(scores / scores.sum()):
-        return "you divided the scores by their sum; weights come from a softmax (exponentiate, then divide by the sum)"
-    if close(torch.sigmoid(scores)):
-        return "your weights are sigmoid(scores), which do not sum to 1: use the softmax over the keys"
-    if close(scores.exp()):
-        return (
-            "your weights are exp(scores) without dividing by their sum: the softmax divides by the sum over the keys"
-        )
-    if close(torch.softmax(-scores, dim=-1)):
-        return "your weights are the softmax of MINUS the scores: the key with the larger score gets the larger weight"
-    one_hot = torch.zeros_like(scores)
-    one_hot[scores.argmax()] = 1.0
-    if close(one_hot):
-        return "these are one-hot weights (argmax): attention is soft, every key gets some weight, softmax(scores)"
-    if (weights > 0).all():
-        logits = torch.log(weights)
-        centred_logits, centred_scores = logits - logits.mean(), scores - scores.mean()
-        factor = float((centred_logits * centred_scores).sum() / (centred_scores**2).sum())
-        if abs(factor - 1) > 1e-3 and torch.allclose(centred_logits, factor * centred_scores, atol=1e-4):
-            d = d_k or 0
-            if d and abs(factor - math.sqrt(d)) < 1e-3 * math.sqrt(d):
-                return (
-                    f"your weights are the softmax of the UNSCALED scores (your scores times sqrt(d_k) = {factor:.4g}): "
-                    "apply the softmax to the scaled scores you return"
-                )
-            if d and abs(factor - 1 / math.sqrt(d)) < 1e-3:
-                return (
-                    f"your weights are the softmax of your scores divided by sqrt(d_k) again (times {factor:.4g}): the "
-                    "scores are scaled once; apply the softmax to the scores you return"
-                )
-            return (
-                f"your weights are the softmax of your scores times {factor:.4g}: a scale applied again (or undone) "
-                "between the scores and the weights. Apply the softmax to the scaled scores you return, once"
-            )
-    return None
-
-
-def _weights_follow_scores_probe(answer):
-    query, keys = _randn(43, 6), _randn(44, 5, 6)
-    scores, weights = _scores_weights_of(answer, query, keys)
-    expected = torch.softmax(scores, dim=-1)
-    if torch.allclose(weights, expected, atol=1e-5):
-        return None
-    variant = _weights_variant(scores, weights, d_k=query.shape[0])
-    if variant:
-        return variant
-    total = float(weights.sum())
-    if abs(total - 1) > 1e-4:
-        negative = f" and some are negative (as low as {float(weights.min()):.3f})" if (weights < -1e-9).any() else ""
-        return (
-            f"your weights sum to {total:.3f}, not 1{negative}: a softmax exponentiates the scores and divides by the sum of "
-            "the exponentials over the keys, so the weights are positive and sum to 1"
-        )
-    return (
-        f"your weights {[round(float(v), 3) for v in weights]} are not the softmax of your scores "
-        f"{[round(float(v), 3) for v in scores]} (that is {[round(float(v), 3) for v in expected]}): apply the softmax "
-        "to the scaled scores you return, once"
-    )
-
-
-add_properties(
-    "1.1",
-    [
-        Property("the pair (scores, weights)", _pair_order_probe),
-        Property("the scores " + SCALE[len("the scale ") :], _scores_scale_probe),
-        # With the scores right and the weights the softmax of the scores, the weights are right: the softmax axis,
-        # the softmax and the scale of the weights need no probes of their own here.
-        Property("the weights are the softmax of the scores", _weights_follow_scores_probe),
-    ],
-)
-
-
-def _batched(answer, *, Q, K, V, mask=None):
-    args = (Q[None], K[None], V[None]) + (() if mask is None else (mask,))
-    H, A = probe_pair(answer(*args))
-    return probe_tensor(H, (1, Q.shape[0], V.shape[-1]))[0], probe_tensor(A, (1, Q.shape[0], K.shape[0]))[0]
-
-
-def _matrix_weights_of(answer, Q, K):
-    return _batched(answer, Q=Q, K=K, V=_randn(45, K.shape[0], 7))[1]  # d_v = 7: no other size of the probes
-
-
-def _matrix_masked_weights_of(answer, Q, K, mask):
-    return _batched(answer, Q=Q, K=K, V=_randn(45, K.shape[0], 7), mask=mask)[1]
-
-
-def _matrix_pair(answer):
-    """A batch of 1 with 3 queries, 5 keys and values of width 2, and the values."""
-    V = _randn(53, 1, 5, 2)
-    return answer(_randn(51, 1, 3, 4), _randn(52, 1, 5, 4), V), V
-
-
-def _matrix_output(answer, Q, K, V):
-    H, A = _batched(answer, Q=Q, K=K, V=V)
-    return H, A, V.double()
-
-
-def _batch_probe(answer):
-    """Each sequence of a batch is attended on its own: the batch gives what each element gives alone."""
-    Q, K, V = _randn(46, 2, 3, 4), _randn(47, 2, 5, 4), _randn(48, 2, 5, 2)
-    H, A = probe_pair(answer(Q, K, V))
-    H, A = probe_tensor(H, (2, 3, 2)), probe_tensor(A, (2, 3, 5))
-    for b in range(2):
-        H_b, A_b = _batched(answer, Q=Q[b], K=K[b], V=V[b])
-        if not (torch.allclose(H[b], H_b, atol=1e-5) and torch.allclose(A[b], A_b, atol=1e-5)):
-            return (
-                f"sequence {b} of a batch of 2 gets other weights (by up to {float((A[b] - A_b).abs().max()):.3g}) than the "
-                "same sequence alone: every sequence attends only within itself, so work on the last two axes "
-                "(K.transpose(-2, -1), softmax over dim=-1) and leave the batch axes alone"
-            )
-    return None
+    return probe
 
 
 add_properties(
     "1.2",
     [
-        Property("the pair (H, A): the output first, then the weights", output_pair_probe(_matrix_pair)),
-        Property(
-            "no randomness (the same inputs give the same H and A)", determinism_probe(lambda a: _matrix_pair(a)[0])
-        ),
-        *attention_properties(_matrix_weights_of, _matrix_masked_weights_of, sizes=lambda d: {"d_v": 7}),
-        Property(
-            "the output H = A V (each output row averages the VALUE rows with that query's weights)",
-            values_probe(_matrix_output),
-        ),
-        Property("batches (every sequence of a batch attends only within itself)", _batch_probe),
+        Property("undoing the mixing (H = A V, solved for V)", _values_probe(_VO_UNDOING)),
+        Property("the causal mask (output i mixes the values 0 to i)", _values_probe(_VO_MASK)),
+        Property("the weights (softmax of q . k / sqrt(d_k) over the keys)", _values_probe(_VO_WEIGHTS, generic=True)),
     ],
 )
+
 
 # ---------------------------------------------------------------------------------
 # 1.3 When does the scale decide?
