@@ -149,7 +149,7 @@ def test_every_stored_figure_of_a_chapter_is_legible_on_the_page_and_on_a_phone(
         where = f"{notebook.stem} cell {row['cell']}: {row['width']} px wide"
         if row["smallest_px"] is None:
             problems.append(
-                f"{where}, no smallest-text stamp (re-execute with tools/site/figure_audit.py --execute {notebook.name})"
+                f"{where}, no smallest-text stamp (re-execute with make chapter NB=notebooks/{notebook.name})"
             )
         elif row["shown_px"] < figure_audit.MIN_PX or row["phone_px"] < figure_audit.PHONE_MIN_PX:
             problems.append(

@@ -1767,18 +1767,6 @@ def _(model, task):
     return left.index(min(left))
 
 
-@wrong("4.4", "one copy, the heads removed one after another", r"removed at once.*afresh")
-def _(model, task):
-    ablated = copy.deepcopy(model)
-    attention = _attention_of(ablated)
-    d_k, left = attention.d_head, []
-    for head in range(attention.num_heads):
-        with torch.no_grad():
-            attention.out_proj.weight[:, head * d_k : (head + 1) * d_k] = 0.0
-        left.append(relation_accuracy(ablated, task)["partner's digit"])
-    return left.index(min(left))
-
-
 @correct("4.4", "a copy per head, argmin as a 0-d tensor")
 def _(model, task):
     accuracies = torch.tensor(_partner_accuracies(model, task))

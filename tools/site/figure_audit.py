@@ -8,7 +8,7 @@ This module supplies the first; tests/book/test_site_figures.py measures the sec
 Chromium and multiplies them.
 
 How the first number gets to the test: ``tools/site/build_book.py`` (and
-``python tools/site/figure_audit.py --execute``) run the chapters' kernels with
+``make chapter``, tools/notebooks/execute_chapter.py) run the chapters' kernels with
 ``IPYTHONDIR`` pointing at a folder made by :func:`ipython_dir`. Its startup file calls
 :func:`install`, which wraps IPython's ``print_figure`` so that every PNG a figure turns into
 carries a text chunk ``attention-book:smallest-text-px`` (the smallest font drawn, in pixels
@@ -29,7 +29,6 @@ import io
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 KEY = "attention-book:smallest-text-px"
@@ -158,27 +157,12 @@ def report(notebook: Path) -> list[dict]:
 
 
 def execute(notebook: Path) -> None:
-    """Execute a notebook in place (repository JSON format) with figures stamped."""
-    import os
+    """Execute a notebook in place as ``make chapter`` does (tools/notebooks/execute_chapter.py: figures
+    stamped, widget state stored, streams merged): one executor, so a chapter is never left without either."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
+    import execute_chapter  # tools/notebooks/execute_chapter.py (it imports this module)
 
-    import nbformat
-    from nbclient import NotebookClient
-
-    with tempfile.TemporaryDirectory(prefix="ipython-audit-") as folder:
-        previous = os.environ.get("IPYTHONDIR")
-        os.environ["IPYTHONDIR"] = str(ipython_dir(Path(folder)))
-        try:
-            nb = nbformat.read(notebook, as_version=4)
-            NotebookClient(
-                nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(Path(notebook).parent)}}
-            ).execute()
-        finally:
-            if previous is None:
-                os.environ.pop("IPYTHONDIR", None)
-            else:
-                os.environ["IPYTHONDIR"] = previous
-    data = json.loads(nbformat.writes(nb))
-    Path(notebook).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    execute_chapter.execute(notebook)
 
 
 def main(argv: list[str] | None = None) -> int:
