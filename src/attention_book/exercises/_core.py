@@ -434,6 +434,10 @@ LIKELY_CAUSES: list[tuple[str, str]] = [
         "shape (examples, layers, d): one layer's features are features[:, layer])",
     ),
     ("expected scalar type", "two tensors of different dtypes: convert with .to(other.dtype) or .float()"),
+    (
+        "does not support bool",
+        "an operation that does not take a boolean tensor (argmax, for one): convert the mask first, .long() or .int()",
+    ),
     ("dtype", "a tensor of the wrong dtype: masks are torch.bool, token ids torch.long, the rest float"),
     ("does not require grad", "a tensor cut off from autograd (.detach(), .item(), numpy, torch.no_grad())"),
     (
