@@ -2821,60 +2821,185 @@ def _(model, batches):
 # ====================================================================== chapter 7
 
 
-# ---------------------------------------------------------------- 7.1 mean_pool(hidden, padding_mask)
+# ---------------------------------------------------------------- 7.1 last_token_pool(hidden, padding_mask)
 
 
-@wrong("7.1", "mask not given a feature axis", r"\[\.\.\., none\]|unsqueeze")
+def _no_empty_sentence(padding_mask):
+    for b, row in enumerate(padding_mask):
+        if not row.any():
+            raise ValueError(f"sentence {b} is all padding")
+
+
+@wrong("7.1", "position T - 1 of every sentence, in a loop", r"hidden\[:, -1\], the last position")
 def _(hidden, padding_mask):
-    return (hidden * padding_mask).sum(dim=1) / padding_mask.sum(dim=1, keepdim=True)
+    _no_empty_sentence(padding_mask)
+    T = hidden.shape[1]
+    return torch.stack([hidden[b, T - 1] for b in range(hidden.shape[0])])
 
 
-@wrong("7.1", "the count without keepdim", r"keepdim")
+@wrong(
+    "7.1",
+    "gather at lengths - 1 (the padding assumed on the right)",
+    r"lengths - 1.*padding is on the right",
+    parts=("lengths - 1",),
+)
 def _(hidden, padding_mask):
-    weights = padding_mask.float()
-    return (hidden * weights[..., None]).sum(dim=1) / weights.sum(dim=-1)
+    _no_empty_sentence(padding_mask)
+    lengths = padding_mask.sum(dim=1)
+    index = (lengths - 1)[:, None, None].expand(-1, 1, hidden.shape[2])
+    return hidden.gather(1, index).squeeze(1)
 
 
-@wrong("7.1", "the real tokens of the whole batch averaged", r"batch is missing|one vector per sentence|batch")
+@wrong("7.1", "the number of real tokens as the index", r"one past the last position.*off by one")
 def _(hidden, padding_mask):
-    return hidden[padding_mask].mean(dim=0)
+    _no_empty_sentence(padding_mask)
+    return hidden[torch.arange(hidden.shape[0]), padding_mask.sum(dim=1)]
 
 
-@wrong("7.1", "max over the real tokens", r"a max, not a mean")
+@wrong("7.1", "the first nonzero of each row", r"first real token")
 def _(hidden, padding_mask):
+    return torch.stack([h[m.nonzero()[0, 0]] for h, m in zip(hidden, padding_mask)])
+
+
+@wrong("7.1", "max over the real tokens", r"max pooling")
+def _(hidden, padding_mask):
+    _no_empty_sentence(padding_mask)
     return hidden.masked_fill(~padding_mask[..., None], float("-inf")).max(dim=1).values
 
 
-@wrong("7.1", "median over the real tokens", r"median")
+@wrong("7.1", "the mean of every position", r"padding got into it")
 def _(hidden, padding_mask):
-    return torch.stack([h[m].median(dim=0).values for h, m in zip(hidden, padding_mask)])
+    _no_empty_sentence(padding_mask)
+    return hidden.mean(dim=1)
 
 
-@wrong("7.1", "summed over the features", r"feature")
+@wrong("7.1", "the mask read as True for padding, flip and argmax", r"mask is the wrong way round")
 def _(hidden, padding_mask):
-    return (hidden * padding_mask[..., None]).sum(dim=-1) / padding_mask.sum(dim=1, keepdim=True)
+    _no_empty_sentence(padding_mask)
+    real = ~padding_mask  # True read as padding
+    last = hidden.shape[1] - 1 - real.flip(1).long().argmax(dim=1)
+    return hidden[torch.arange(hidden.shape[0]), last]
 
 
-@wrong("7.1", "(pooled, counts) returned", r"tuple")
+@wrong("7.1", "cumsum equal to the count, then minus 1", r"one before the last real token.*off by one")
 def _(hidden, padding_mask):
-    weights = padding_mask.float()[..., None]
-    return (hidden * weights).sum(1) / weights.sum(1), weights.sum(1)
+    _no_empty_sentence(padding_mask)
+    counts = padding_mask.long().cumsum(dim=1)
+    last = (counts == counts[:, -1:]).long().argmax(dim=1) - 1
+    return hidden[torch.arange(hidden.shape[0]), last]
 
 
-@wrong("7.1", "the last real token", r"last real token|the last")
+@wrong("7.1", "argmax of the bool mask", r"convert the mask first")
 def _(hidden, padding_mask):
-    return hidden[torch.arange(hidden.shape[0]), padding_mask.sum(dim=1) - 1]
+    _no_empty_sentence(padding_mask)
+    last = hidden.shape[1] - 1 - padding_mask.flip(1).argmax(dim=1)
+    return hidden[torch.arange(hidden.shape[0]), last]
 
 
-@correct("7.1", "a loop over the sentences, float64")
+@wrong("7.1", "the padding zeroed, then the mean over T", r"none of its token vectors")
 def _(hidden, padding_mask):
-    return torch.stack([h[m].double().mean(dim=0) for h, m in zip(hidden, padding_mask)])
+    _no_empty_sentence(padding_mask)
+    return hidden.masked_fill(~padding_mask[..., None], 0.0).mean(dim=1)
 
 
-@correct("7.1", "masked_fill with 0, the count clamped")
+@wrong("7.1", "an index of shape (batch, 1)", r"extra axis of size 1")
 def _(hidden, padding_mask):
-    total = hidden.masked_fill(~padding_mask.unsqueeze(-1), 0.0).sum(1)
-    return total / padding_mask.sum(1, keepdim=True).clamp(min=1)
+    _no_empty_sentence(padding_mask)
+    last = hidden.shape[1] - 1 - padding_mask.flip(1).long().argmax(dim=1)
+    return hidden[torch.arange(hidden.shape[0])[:, None], last[:, None]]
+
+
+@wrong("7.1", "the padding zeroed, then the last position", r"all zeros: you read a padding position")
+def _(hidden, padding_mask):
+    _no_empty_sentence(padding_mask)
+    return (hidden * padding_mask[..., None])[:, -1]
+
+
+@wrong("7.1", "hidden[:, last]", r"every sentence at every sentence's position")
+def _(hidden, padding_mask):
+    _no_empty_sentence(padding_mask)
+    last = hidden.shape[1] - 1 - padding_mask.flip(1).long().argmax(dim=1)
+    return hidden[:, last]
+
+
+@wrong("7.1", "the positions returned", r"positions of the last real tokens, not their vectors")
+def _(hidden, padding_mask):
+    _no_empty_sentence(padding_mask)
+    return hidden.shape[1] - 1 - padding_mask.flip(1).long().argmax(dim=1)
+
+
+@wrong("7.1", "nonzero()[-1] in a loop, no test for an empty sentence", r"must raise valueerror.*but it crashed")
+def _(hidden, padding_mask):
+    return torch.stack([h[m.nonzero()[-1, 0]] for h, m in zip(hidden, padding_mask)])
+
+
+@wrong("7.1", "assert for the empty sentence", r"an assert vanishes")
+def _(hidden, padding_mask):
+    assert padding_mask.any(dim=1).all(), "a sentence without real tokens"
+    last = hidden.shape[1] - 1 - padding_mask.flip(1).long().argmax(dim=1)
+    return hidden[torch.arange(hidden.shape[0]), last]
+
+
+@wrong("7.1", "ValueError with the mask's rows, not the sentence", r"does not name the sentence")
+def _(hidden, padding_mask):
+    if not padding_mask.any(dim=1).all():
+        raise ValueError(f"some sentences have no real token: {padding_mask.any(dim=1)}")
+    last = hidden.shape[1] - 1 - padding_mask.flip(1).long().argmax(dim=1)
+    return hidden[torch.arange(hidden.shape[0]), last]
+
+
+@wrong("7.1", "ValueError for any padding (any for all)", r"raise it only for a sentence whose row")
+def _(hidden, padding_mask):
+    if (~padding_mask).any(dim=1).any():
+        raise ValueError("a sentence has no real token")
+    return hidden[:, -1]
+
+
+@correct("7.1", "a loop over nonzero, the arguments renamed")
+def _(states, mask):
+    out = []
+    for i in range(states.shape[0]):
+        real = mask[i].nonzero()
+        if len(real) == 0:
+            raise ValueError(f"row {i} of the mask is all padding")
+        out.append(states[i, real[-1, 0]])
+    return torch.stack(out)
+
+
+@correct("7.1", "gather with an expanded index")
+def _(hidden, padding_mask):
+    empty = (~padding_mask.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        raise ValueError(f"sentences {empty} have no real token")
+    batch, T, d = hidden.shape
+    last = T - 1 - padding_mask.flip(1).int().argmax(dim=1)
+    return hidden.gather(1, last.view(batch, 1, 1).expand(batch, 1, d)).squeeze(1)
+
+
+@correct("7.1", "a one-hot of the last True from cumsum, in float64")
+def _(hidden, padding_mask):
+    _no_empty_sentence(padding_mask)
+    counts = padding_mask.cumsum(dim=1)
+    is_last = padding_mask & (counts == counts[:, -1:])  # (batch, T): True at the last real token only
+    return (hidden.double() * is_last[..., None]).sum(dim=1)
+
+
+@correct("7.1", "flip and argmax, the vectors in float64")
+def _(hidden, padding_mask):
+    if (padding_mask.sum(dim=1) == 0).any():
+        raise ValueError(f"sentence {int((padding_mask.sum(dim=1) == 0).long().argmax())}: no real token")
+    from_the_end = padding_mask.flip(dims=[1]).long().argmax(dim=1)  # 0 when the last position is real
+    return hidden.double()[torch.arange(hidden.shape[0]), hidden.shape[1] - 1 - from_the_end]
+
+
+@correct("7.1", "the first real position plus the count minus 1")
+def _(hidden, padding_mask):
+    for b in range(len(padding_mask)):
+        if padding_mask[b].sum() == 0:
+            raise ValueError(f"no real token in sentence #{b}")
+    first = padding_mask.long().argmax(dim=1)
+    last = first + padding_mask.sum(dim=1) - 1
+    return hidden[torch.arange(len(hidden)), last]
 
 
 # ---------------------------------------------------------------- 7.2 SentenceClassifier(encoder, d_model, num_classes)
@@ -3427,12 +3552,6 @@ REGISTERED: dict[tuple[str, str], str] = {
     ("6.5", "first position's prediction"): r"feeds the model its own output",
     ("6.5", "ignores EOS"): r"a sequence that has written eos is finished",
     ("6.5", "stops at the first EOS"): r"when every sequence has written eos",
-    ("7.1", "averaged the padding too"): r"all six positions, padding included",
-    ("7.1", "forgot to divide"): r"their sum \(divide by the number of real tokens",
-    ("7.1", "divided by T"): r"divided by t = 6",
-    ("7.1", "first token"): r"the first token alone",
-    ("7.1", "inverted mask"): r"is the mask inverted",
-    ("7.1", "divided by the batch's count"): r"of the whole batch",
     ("7.2", "no padding mask for the encoder"): r"calls the encoder without the padding mask",
     ("7.2", "first-token pooling"): r"the first token alone",
     ("7.2", "averaged the padding"): r"padding included",

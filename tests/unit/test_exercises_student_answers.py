@@ -1282,37 +1282,42 @@ def _inference(model, batches):
 CORRECT.append(("6.6", "inference_mode and a list of hits", _inference))
 
 
-# ------------------------------------------------------------------ 7.1 mean pooling
+# ------------------------------------------------------------------ 7.1 the last real token
 
 
-def _mask_sum_keepdim_false(hidden, padding_mask):
-    return (hidden * padding_mask[..., None]).sum(1) / padding_mask.sum(1)
+def _last_real_positions(padding_mask):
+    return torch.where(padding_mask, torch.arange(padding_mask.shape[1]), -1).amax(dim=1)
 
 
-WRONG.append(("7.1", "all real tokens of the batch together", lambda h, m: h[m].mean(0), r"batch|shape|sentence|axis"))
-WRONG.append(("7.1", "count without keepdim", _mask_sum_keepdim_false, r"keepdim|axis|shape|broadcast|count"))
+def _last_token_where_amax(hidden, padding_mask):
+    empty = ~padding_mask.any(dim=1)
+    if empty.any():
+        raise ValueError(f"sentence {empty.nonzero()[0].item()} has only padding")
+    return hidden[torch.arange(hidden.shape[0]), _last_real_positions(padding_mask)]
+
+
+WRONG.append(("7.1", "the last real token of the whole batch", lambda h, m: h[m][-1], r"batch|shape|sentence|axis"))
+WRONG.append(("7.1", "the last position", lambda h, m: h[:, -1, :], r"last position|padding"))
 WRONG.append(
     (
         "7.1",
-        "mask on the wrong axis",
-        lambda h, m: (h * m.unsqueeze(1)).sum(1) / m.sum(1, keepdim=True),
-        r"axis|shape|broadcast|mask",
+        "the count minus one as the position",
+        lambda h, m: h[torch.arange(h.shape[0]), m.long().sum(-1) - 1],
+        r"lengths - 1|on the right|left",
     )
 )
 WRONG.append(
-    ("7.1", "max pooling", lambda h, m: h.masked_fill(~m[..., None], float("-inf")).max(1).values, r"mean|average")
+    ("7.1", "the first True", lambda h, m: h[torch.arange(h.shape[0]), m.float().argmax(-1)], r"first real token")
 )
 WRONG.append(
     (
         "7.1",
-        "the padding zeroed, then mean over T",
-        lambda h, m: h.masked_fill(~m[..., None], 0).mean(1),
-        r"padding|real tokens|divide|count",
+        "mean pooling as in the chapter",
+        lambda h, m: (h * m[..., None]).sum(1) / m.sum(1, keepdim=True),
+        r"mean pooling|averaged",
     )
 )
-CORRECT.append(
-    ("7.1", "masked_fill and sum", lambda h, m: h.masked_fill(~m.unsqueeze(-1), 0).sum(1) / m.sum(-1, keepdim=True))
-)
+CORRECT.append(("7.1", "torch.where and amax", _last_token_where_amax))
 
 
 # ------------------------------------------------------------------ 7.2 classification head
@@ -1855,17 +1860,17 @@ WRONG.append(
 WRONG.append(
     (
         "7.1",
-        "median instead of mean",
-        lambda h, m: torch.stack([h[b][m[b]].median(0).values for b in range(h.shape[0])]),
-        r"mean|average",
+        "the mask inverted in torch.where",
+        lambda h, m: h[torch.arange(h.shape[0]), _last_real_positions(~m)],
+        r"wrong way round|padding",
     )
 )
 WRONG.append(
     (
         "7.1",
-        "the mask as float without unsqueeze, transposed",
-        lambda h, m: (h.transpose(1, 2) * m[:, None, :]).sum(-1) / m.sum(-1, keepdim=True) + 1.0,
-        r"mean|real tokens|count",
+        "the first real position plus the count",
+        lambda h, m: h[torch.arange(h.shape[0]), m.long().argmax(-1) + m.sum(-1)],
+        r"off by one|one past",
     )
 )
 

@@ -30,7 +30,7 @@ cross-attention reads its own states, a causal mask of the opposite convention) 
 the ideas it would otherwise break, and names the slip; a probe of what is returned (``_probes.output_pair_probe``:
 (A, H), the weights returned as the output) and of randomness (``_probes.determinism_probe``: dropout or sampling
 left on) come first of all. A probe never blames a part the answer got right:
-``tests/unit/test_exercises_catalogue.py`` feeds every registered mistake and a catalogue of 264 more wrong
+``tests/unit/test_exercises_catalogue.py`` feeds every registered mistake and a catalogue of 342 more wrong
 answers and checks that no other mistake's hint is given. A crash in the student's code is mapped back to the
 line that raised it and the repair it needs (``_crashes.shape_fix``: which transpose, axis, operand or
 ``keepdim``); :func:`crash_probe` runs an answer on shapes the checker's first case does not use, so that a

@@ -1,13 +1,14 @@
 """Exercises of chapter 7, "Transfer learning".
 
-7.1 Mean pooling with a padding mask: token vectors -> one sentence vector.
+7.1 The last real token of a padded batch (padding on either side): the read-out of decoder-only models.
 7.2 A classification head on a (pretrained) encoder, that can be fine-tuned.
 7.3 (design) Pick the layer whose frozen features classify best, without fooling yourself.
 7.4 Load a pretrained layer into the book's EncoderLayer by matching the checkpoint's parameter names.
 
 Each checker tests the answer on fresh random inputs against the reference
-(:func:`~attention_book.pretrained.mean_pool`, a small :class:`~attention_book.Encoder`,
-linear probes from :mod:`attention_book.training.transfer`, the chapter's own mapping of BERT's names,
+(the vector at each sentence's last real token, read from the positions the checker padded;
+:func:`~attention_book.pretrained.mean_pool` and a small :class:`~attention_book.Encoder`;
+linear probes from :mod:`attention_book.training.transfer`; the chapter's own mapping of BERT's names,
 :data:`~attention_book.pretrained.PARAMETER_NAMES`) and recognises typical
 wrong answers by what they compute. Nothing here loads the pretrained model: the
 checks run in a fraction of a second.
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import inspect
 import numbers
+import re
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -34,112 +37,335 @@ from ._core import (
     Property,
     add_properties,
     call,
+    describe_exception,
     diagnose,
     name_sizes,
     probe_tensor,
     random_generator,
     register,
+    require_tensor_like,
 )
 
 # ---------------------------------------------------------------------------------
-# 7.1 Mean pooling with a padding mask
+# 7.1 The last real token of a padded batch
+
+# The padding vector at position t is near _PADDING_BASE + _PADDING_STEP * t: far from the real tokens (standard
+# normal), so that a read of the padding shows, and different at every position, so the hint can say which was read.
+_PADDING_BASE = 1000.0
+_PADDING_STEP = 100.0
 
 
-def _mean_pool_solution(hidden: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
-    """Average of the real tokens' vectors: hidden (batch, T, d), padding_mask (batch, T) bool -> (batch, d)."""
-    weights = padding_mask.to(hidden.dtype).unsqueeze(-1)  # (batch, T, 1): 1 for real tokens, 0 for padding
-    total = (hidden * weights).sum(dim=1)  # (batch, d)
-    count = weights.sum(dim=1)  # (batch, 1): real tokens per sentence
-    return total / count
+def _last_token_pool_solution(hidden: torch.Tensor, padding_mask: torch.Tensor) -> torch.Tensor:
+    """Each sentence's vector at its last real token: hidden (batch, T, d), padding_mask (batch, T) bool -> (batch, d).
+
+    The padding may be on the left or on the right of each sentence; a sentence without a real token raises ValueError.
+    """
+    empty = ~padding_mask.any(dim=1)  # (batch,): sentences without a real token
+    if empty.any():
+        raise ValueError(f"sentence {int(empty.nonzero()[0])} has no real token: it has no last token to read")
+    positions = torch.arange(padding_mask.shape[1], device=padding_mask.device)  # (T,)
+    last = (positions * padding_mask).argmax(dim=1)  # (batch,): the largest position whose mask is True
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]  # (batch, d)
 
 
-def _pool_including_padding(hidden, padding_mask):
-    return hidden.mean(dim=1)
+def _rows(hidden, positions):
+    return hidden[torch.arange(hidden.shape[0]), positions]
 
 
-def _pool_sum_without_dividing(hidden, padding_mask):
-    return (hidden * padding_mask[..., None].to(hidden.dtype)).sum(dim=1)
+def _last_position(hidden, padding_mask):
+    return hidden[:, -1]
 
 
-def _pool_divided_by_T(hidden, padding_mask):
-    return (hidden * padding_mask[..., None].to(hidden.dtype)).sum(dim=1) / hidden.shape[1]
+def _lengths_minus_one(hidden, padding_mask):
+    return _rows(hidden, padding_mask.sum(dim=1) - 1)
 
 
-def _pool_first_token(hidden, padding_mask):
-    return hidden[:, 0]
+def _first_real_token(hidden, padding_mask):
+    return _rows(hidden, padding_mask.long().argmax(dim=1))
 
 
-def _pool_inverted_mask(hidden, padding_mask):
-    padding = (~padding_mask)[..., None].to(hidden.dtype)
-    return (hidden * padding).sum(dim=1) / padding.sum(dim=1).clamp_min(1)
-
-
-def _pool_over_the_batch(hidden, padding_mask):
+def _mean_of_real_tokens(hidden, padding_mask):
     weights = padding_mask[..., None].to(hidden.dtype)
-    return (hidden * weights).sum(dim=0) / weights.sum(dim=0).clamp_min(1)  # (T, d): averaged over sentences
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1)
 
 
-def _pool_divided_by_batch_count(hidden, padding_mask):
-    weights = padding_mask[..., None].to(hidden.dtype)
-    return (hidden * weights).sum(dim=1) / weights.sum()
+def _last_padding_position(hidden, padding_mask):
+    return _rows(hidden, (torch.arange(padding_mask.shape[1]) * ~padding_mask).argmax(dim=1))
 
 
-_POOLING_MISTAKES = {
-    "you averaged over every position, padding included; weight each position by the mask so only the real tokens count": _pool_including_padding,
-    "you added up the real tokens' vectors but did not divide by how many there are": _pool_sum_without_dividing,
-    "you divided by T (every position, padding included); divide each sentence by its own number of real tokens": _pool_divided_by_T,
-    "you took the first token's vector ([CLS] pooling); average the vectors of all real tokens instead": _pool_first_token,
-    "your mask is the wrong way round: True marks the REAL tokens, so you averaged the padding": _pool_inverted_mask,
-    "you divided by the number of real tokens in the whole batch; divide each sentence by its own count": _pool_divided_by_batch_count,
-    "you averaged over the BATCH axis (dim=0), one vector per position; average over the tokens of each "
-    "sentence, dim=1, to get one vector per sentence": _pool_over_the_batch,
-}
+def _one_before_the_last(hidden, padding_mask):
+    return _rows(hidden, (torch.arange(padding_mask.shape[1]) * padding_mask).argmax(dim=1) - 1)
 
 
-def _check_mean_pool(answer) -> None:
-    generator = random_generator()
-    for batch, T, d in ((5, 7, 6), (3, 4, 9)):
-        lengths = torch.randint(1, T, (batch,), generator=generator)
-        lengths[0] = T  # one sentence without padding
-        lengths[-1] = 1  # one sentence of a single token
-        padding_mask = torch.arange(T)[None, :] < lengths[:, None]  # (batch, T)
-        hidden = torch.randn(batch, T, d, generator=generator)
-        hidden = torch.where(padding_mask[..., None], hidden, hidden + 5.0)  # padding vectors: far from the rest
-        name_sizes(batch=batch, T=T, d=d)
-        got = call(answer, hidden.clone(), padding_mask.clone())
-        what = f"the pooled vectors for hidden of shape ({batch}, {T}, {d}) and sentence lengths {lengths.tolist()}"
-        diagnose(
-            got,
-            reference_mean_pool(hidden, padding_mask),
-            what,
-            known_mistakes={hint: wrong(hidden, padding_mask) for hint, wrong in _POOLING_MISTAKES.items()},
-            axes=("batch", "feature"),
+def _position_axis_kept(hidden, padding_mask):
+    last = (torch.arange(padding_mask.shape[1]) * padding_mask).argmax(dim=1)
+    return hidden.gather(1, last[:, None, None].expand(-1, 1, hidden.shape[-1]))  # (batch, 1, d)
+
+
+def _no_check_for_an_empty_sentence(hidden, padding_mask):
+    return _rows(hidden, (torch.arange(padding_mask.shape[1]) * padding_mask).argmax(dim=1))
+
+
+def _error_without_the_sentence(hidden, padding_mask):
+    if not padding_mask.any(dim=1).all():
+        raise ValueError("a sentence has no real token")
+    return _no_check_for_an_empty_sentence(hidden, padding_mask)
+
+
+class _PaddedBatch(NamedTuple):
+    """What the checker gives an answer (hidden, padding_mask) and what it knows about it (first, last: (batch,), the
+    positions of each sentence's first and last real token)."""
+
+    hidden: torch.Tensor
+    padding_mask: torch.Tensor
+    first: torch.Tensor
+    last: torch.Tensor
+
+    def sentence(self, b: int) -> str:
+        """'sentence 2 (padded on the left: real tokens at positions 3 to 6)'."""
+        i, j, T = int(self.first[b]), int(self.last[b]), self.padding_mask.shape[1]
+        side = "without padding" if (i, j) == (0, T - 1) else ("padded on the left" if i > 0 else "padded on the right")
+        where = f"real token at position {i}" if i == j else f"real tokens at positions {i} to {j}"
+        return f"sentence {b} ({side}: {where})"
+
+
+def _padded_batch(generator: torch.Generator, *, batch: int, T: int, d: int, dtype=torch.float32) -> _PaddedBatch:
+    """``batch`` >= 4 sentences in random order, each padded on the left or on the right (each its own side, both
+    sides present), one without padding and one of a single real token; every padding position holds a large vector
+    (near _PADDING_BASE + _PADDING_STEP * t)."""
+    lengths = torch.randint(2, T, (batch,), generator=generator)  # 2 to T - 1 real tokens
+    lengths[0], lengths[-1] = T, 1  # a sentence without padding, and one of a single real token
+    left = torch.rand(batch, generator=generator) < 0.5
+    left[1], left[2] = False, True  # one sentence padded on the right, one on the left
+    order = torch.randperm(batch, generator=generator)
+    lengths, left = lengths[order], left[order]
+    first = torch.where(left, T - lengths, torch.zeros_like(lengths))
+    last = first + lengths - 1
+    positions = torch.arange(T)
+    padding_mask = (positions >= first[:, None]) & (positions <= last[:, None])  # (batch, T)
+    hidden = torch.randn(batch, T, d, generator=generator, dtype=dtype)
+    padding = hidden + _PADDING_BASE + _PADDING_STEP * positions[:, None].to(dtype)  # (batch, T, d)
+    hidden = torch.where(padding_mask[..., None], hidden, padding)
+    return _PaddedBatch(hidden, padding_mask, first=first, last=last)
+
+
+def _positions_read(got: torch.Tensor, hidden: torch.Tensor) -> list[int | None]:
+    """For each sentence, the position whose vector the answer returned, or None where it returned no position's."""
+    reads = []
+    for row, vectors in zip(got, hidden):
+        matches = [t for t in range(vectors.shape[0]) if torch.allclose(row, vectors[t], atol=1e-5, rtol=1e-4)]
+        reads.append(matches[0] if matches else None)
+    return reads
+
+
+def _wrong_shape(got, inputs: _PaddedBatch, what: str) -> None:
+    """The shapes of the usual indexing slips, named; other shapes are left to require_tensor_like."""
+    if not isinstance(got, torch.Tensor):
+        return
+    batch, _, d = inputs.hidden.shape
+    shape = tuple(got.shape)
+    if shape == (batch, 1, d):
+        raise ExerciseFailure(
+            f"{what} has shape {shape}: an extra axis of size 1, the position axis kept (by gather, keepdim=True, a "
+            "slice like [t:t + 1] or an index of shape (batch, 1)); return shape (batch, d), one vector per sentence "
+            "(squeeze(1))"
         )
-    # Without any padding, mean pooling is the plain average.
-    hidden = torch.randn(2, 5, 3, generator=generator)
-    diagnose(
-        call(answer, hidden, torch.ones(2, 5, dtype=torch.bool)),
-        hidden.mean(dim=1),
-        "the pooled vectors of two sentences without padding",
+    if shape == (batch, batch, d):
+        diagonal = got[torch.arange(batch), torch.arange(batch)].detach().to(inputs.hidden.dtype)
+        if torch.allclose(diagonal, _rows(inputs.hidden, inputs.last), atol=1e-5, rtol=1e-4):
+            raise ExerciseFailure(
+                f"{what} has shape {shape}: hidden[:, last] reads every sentence at every sentence's position; pair "
+                "each sentence with its own position, hidden[torch.arange(batch), last]"
+            )
+    if shape in ((batch,), (batch, 1)) and not got.is_floating_point() and got.dtype != torch.bool:
+        raise ExerciseFailure(
+            f"{what} holds whole numbers of shape {shape}: the positions of the last real tokens, not their vectors; "
+            "return hidden[torch.arange(batch), positions], shape (batch, d)"
+        )
+
+
+def _pattern_hint(reads: list[int | None], got: torch.Tensor, inputs: _PaddedBatch) -> str | None:
+    """The usual slips, recognised from the positions the answer read in every sentence (or from its pooling)."""
+    hidden, padding_mask, first, last = inputs
+    batch, T, _ = hidden.shape
+    lengths = padding_mask.sum(dim=1)
+    wrong = [r for r in range(batch) if reads[r] != int(last[r])]
+    b = next((r for r in wrong if int(lengths[r]) > 1), wrong[0])  # an example, of several real tokens if one is wrong
+    sentence, t, j = inputs.sentence(b), reads[b], int(last[b])
+    padded = [r for r in range(batch) if int(lengths[r]) < T]
+    last_padding = torch.where(first > 0, first - 1, torch.full_like(first, T - 1))
+    longer = [r for r in range(batch) if int(lengths[r]) > 1]
+
+    def read_everywhere(positions, rows=range(batch)) -> bool:
+        return all(reads[r] == int(positions[r]) for r in rows)
+
+    if read_everywhere([T - 1] * batch):
+        return (
+            f"you took hidden[:, -1], the last position: in {sentence} that is padding. Read each sentence at the "
+            "last True of its mask"
+        )
+    if read_everywhere(lengths - 1):
+        return (
+            "you took position lengths - 1 (the number of real tokens minus 1), the last real token only when the "
+            f"padding is on the right: in {sentence} you read position {t}, but its real tokens end at {j}. Find "
+            "the last True of each row of the mask"
+        )
+    if read_everywhere(first):
+        return (
+            "you took each sentence's FIRST real token (the argmax of the mask is its first True); "
+            f"{sentence} must give the vector at its LAST, position {j}"
+        )
+    if padded and read_everywhere(last_padding, padded):
+        return (
+            f"your mask is the wrong way round: you read the last PADDING position (in {sentence}, position {t}); "
+            "True marks a real token, so read the last True"
+        )
+    if read_everywhere(last - 1, longer):
+        return f"you read the token one before the last real token (in {sentence}, position {t}): an index off by one"
+    if torch.allclose(got, _mean_of_real_tokens(hidden, padding_mask), atol=1e-5, rtol=1e-4):
+        return (
+            "you averaged the real tokens (mean pooling, the read-out MiniLM was trained with); this read-out is "
+            "the vector at each sentence's last real token alone"
+        )
+    if torch.allclose(got, hidden.masked_fill(~padding_mask[..., None], float("-inf")).amax(dim=1), atol=1e-5):
+        return (
+            "you took a max over the real tokens (max pooling); this read-out is the vector at each sentence's last "
+            "real token alone"
+        )
+    return None
+
+
+def _row_hint(reads: list[int | None], got: torch.Tensor, inputs: _PaddedBatch) -> str:
+    """What the answer returned for a sentence it got wrong: a padding position read, zeros or padding's large numbers
+    (in any sentence: the first such one), else a real token that is not the last, else a mix of token vectors."""
+    wrong = [r for r in range(len(reads)) if reads[r] != int(inputs.last[r])]
+    for b in wrong:
+        sentence, t, j = inputs.sentence(b), reads[b], int(inputs.last[b])
+        if t is not None and not inputs.padding_mask[b, t]:
+            past = " (one past its last real token: an index off by one)" if t == j + 1 else ""
+            return (
+                f"for {sentence} you returned the vector at position {t}, a padding position{past}: the checker puts "
+                f"vectors near {_PADDING_BASE + _PADDING_STEP * t:.0f} there so that a read of the padding shows. Read "
+                "each sentence at the last position whose mask is True"
+            )
+        if t is None and not got[b].any():
+            return (
+                f"your vector for {sentence} is all zeros: you read a padding position after zeroing the padding "
+                "(masked_fill or a product with the mask); read the last real token itself"
+            )
+        if t is None and got[b].abs().max() > _PADDING_BASE / 10:
+            return (
+                f"your vector for {sentence} holds numbers near {float(got[b].abs().max()):.0f}, the size of the "
+                "checker's padding vectors: padding got into it (an average or sum over every position?); return the "
+                "one vector at the last real token"
+            )
+    b = next((r for r in wrong if reads[r] is not None), None)
+    if b is None:
+        return (
+            f"your vector for {inputs.sentence(wrong[0])} is none of its token vectors (a sum or an average of "
+            "several?); return the one vector at its last real token"
+        )
+    t, j = reads[b], int(inputs.last[b])
+    before = " (one before it: an index off by one)" if t == j - 1 else ""
+    return (
+        f"for {inputs.sentence(b)} you returned the vector at position {t}, a real token but not the last, {j}{before}"
     )
+
+
+def _judge_last_tokens(got, inputs: _PaddedBatch, what: str) -> None:
+    expected = _rows(inputs.hidden, inputs.last)  # (batch, d)
+    _wrong_shape(got, inputs, what)
+    got = require_tensor_like(got, expected, what, axes=("batch", "feature"))
+    if torch.allclose(got, expected, atol=1e-5, rtol=1e-4):
+        return
+    reads = _positions_read(got, inputs.hidden)
+    if not torch.isfinite(got).all():
+        diagnose(got, expected, what)  # nan or inf, said so
+    raise ExerciseFailure(f"{what} is wrong: {_pattern_hint(reads, got, inputs) or _row_hint(reads, got, inputs)}")
+
+
+def _check_a_sentence_without_real_tokens(answer, generator: torch.Generator) -> None:
+    """A batch whose sentence k has no real token must raise ValueError, its message naming k."""
+    hidden, padding_mask, _, _ = _padded_batch(generator, batch=5, T=6, d=4)
+    k = int(torch.randint(2, 4, (1,), generator=generator))  # 2 or 3: no size of the batch
+    padding_mask[k] = False
+    hidden[k] = torch.randn(6, 4, generator=generator) + _PADDING_BASE + _PADDING_STEP * torch.arange(6.0)[:, None]
+    name_sizes(batch=5, T=6, d=4)
+    batch_text = f"a batch whose sentence {k} has no real token (its row of padding_mask is all False)"
+    try:
+        call(answer, hidden.clone(), padding_mask.clone())
+    except ValueError as error:
+        if re.search(rf"(?<!\d){k}(?!\d)", str(error)):
+            return
+        raise ExerciseFailure(
+            f"your ValueError for {batch_text} does not name the sentence: put its index, {k}, in the message "
+            f"(yours says {str(error)[:80]!r})"
+        ) from None
+    except AssertionError:
+        raise ExerciseFailure(
+            f"for {batch_text} you used assert: an assert vanishes under python -O; raise ValueError naming the "
+            "sentence"
+        ) from None
+    except NotImplementedError:
+        raise
+    except Exception as error:
+        raise ExerciseFailure(
+            f"for {batch_text} your function must raise ValueError naming the sentence, but it crashed: "
+            f"{describe_exception(error)}. Test for such a sentence first (padding_mask.any(dim=1)) and raise "
+            "ValueError"
+        ) from None
+    raise ExerciseFailure(
+        f"for {batch_text} your function returned a value (read from the padding) where it must raise a ValueError "
+        "naming the sentence: test padding_mask.any(dim=1), and raise ValueError(f'sentence {i} has no real token')"
+    )
+
+
+def _one_past_the_end(error: Exception, T: int) -> str:
+    """The hint for an index of T (a count used as a position), with the student's line that raised."""
+    raised = describe_exception(error).split(". Likely cause:")[0]
+    return (
+        f"{raised}. Position {T} is one past the last position (positions run from 0 to T - 1 = {T - 1}): an index "
+        "off by one, a count used as a position? The last of n real tokens that start at position i is at i + n - 1"
+    )
+
+
+def _check_last_token_pool(answer) -> None:
+    generator = random_generator()
+    for batch, T, d, dtype in ((6, 7, 5, torch.float32), (4, 9, 3, torch.float64)):
+        inputs = _padded_batch(generator, batch=batch, T=T, d=d, dtype=dtype)
+        name_sizes(batch=batch, T=T, d=d)
+        what = f"the sentence vectors for hidden of shape ({batch}, {T}, {d})"
+        try:
+            got = call(answer, inputs.hidden.clone(), inputs.padding_mask.clone())
+        except ValueError as error:
+            raise ExerciseFailure(
+                f"your function raised ValueError ({str(error)[:80]!r}) on a batch where every sentence has a real "
+                "token: raise it only for a sentence whose row of padding_mask is all False"
+            ) from None
+        except (IndexError, RuntimeError) as error:
+            if f"index {T} is out of bounds" not in str(error):
+                raise
+            raise ExerciseFailure(_one_past_the_end(error, T)) from None
+        _judge_last_tokens(got, inputs, what)
+    _check_a_sentence_without_real_tokens(answer, generator)
 
 
 register(
     "7.1",
-    "Mean pooling with a padding mask",
-    _check_mean_pool,
-    answer="mean_pool",
-    solution=_mean_pool_solution,
+    "The last real token of a padded batch",
+    _check_last_token_pool,
+    answer="last_token_pool",
+    solution=_last_token_pool_solution,
     mistakes=[
-        Mistake(
-            "averaged the padding too", _pool_including_padding, "padding included; weight each position by the mask"
-        ),
-        Mistake("forgot to divide", _pool_sum_without_dividing, "did not divide by how many there are"),
-        Mistake("divided by T", _pool_divided_by_T, "you divided by T"),
-        Mistake("first token", _pool_first_token, "[CLS] pooling"),
-        Mistake("inverted mask", _pool_inverted_mask, "mask is the wrong way round"),
-        Mistake("divided by the batch's count", _pool_divided_by_batch_count, "in the whole batch"),
-        Mistake("averaged over the batch axis", _pool_over_the_batch, "you averaged over the BATCH axis"),
+        Mistake("the last position", _last_position, "you took hidden[:, -1], the last position"),
+        Mistake("lengths - 1", _lengths_minus_one, "you took position lengths - 1"),
+        Mistake("the first real token", _first_real_token, "each sentence's FIRST real token"),
+        Mistake("mean pooling", _mean_of_real_tokens, "you averaged the real tokens (mean pooling"),
+        Mistake("inverted mask", _last_padding_position, "your mask is the wrong way round"),
+        Mistake("one before the last", _one_before_the_last, "one before the last real token"),
+        Mistake("the position axis kept", _position_axis_kept, "an extra axis of size 1"),
+        Mistake("no error for an empty sentence", _no_check_for_an_empty_sentence, "must raise a ValueError"),
+        Mistake("the error does not name the sentence", _error_without_the_sentence, "does not name the sentence"),
     ],
 )
 
@@ -1153,52 +1379,6 @@ register(
 
 # ---------------------------------------------------------------------------------
 # Properties (see _core's docstring): what an answer breaks, probed one idea at a time.
-
-
-def _pooling_case():
-    """Sentence 0: real vectors 9, 1, 10, 3, 2, then a padding vector at 100; sentence 1: real vectors 2, 4, 6, then
-    padding. Each wrong pooling gives sentence 0 its own number: the mean 5, the max 10, the sum 25, the first token 9,
-    the last real token 2, the median 3, the smallest 1, sum / T 4.17, all six positions 20.8, the padding 100, the
-    sum over the batch's 8 real tokens 3.125."""
-    rows = [[9.0, 1.0, 10.0, 3.0, 2.0, 100.0], [2.0, 4.0, 6.0, 100.0, 100.0, 100.0]]
-    hidden = torch.tensor(rows)[..., None] * torch.tensor([1.0, -1.0, 0.5])
-    padding_mask = torch.tensor([[True] * 5 + [False], [True] * 3 + [False] * 3])
-    return hidden, padding_mask
-
-
-def _mean_of_real_tokens_probe(answer):
-    hidden, padding_mask = _pooling_case()
-    got = probe_tensor(answer(hidden.clone(), padding_mask.clone()), (2, 3))
-    scale = torch.tensor([1.0, -1.0, 0.5], dtype=torch.float64)
-    expected = torch.stack([5.0 * scale, 4.0 * scale])
-    if torch.allclose(got, expected, atol=1e-5):
-        return None
-    first = float(got[0, 0])
-    seen = {
-        10.0: "the largest of them (a max, not a mean)",
-        25.0: "their sum (divide by the number of real tokens, 5)",
-        25.0 / 6: "their sum divided by T = 6, the padding position counted",
-        125.0 / 6: "the average of all six positions, padding included",
-        9.0: "the first token alone",
-        2.0: "the last real token alone",
-        3.0: "their median, not their mean",
-        1.0: "the smallest of them",
-        100.0: "the padding vector: is the mask inverted? True marks a real token",
-        25.0 / 8: "their sum divided by the real tokens of the whole batch (8), not of this sentence",
-    }
-    what = next((text for value, text in seen.items() if abs(first - value) < 1e-5), f"{first:.4g}")
-    if abs(first - 5.0) < 1e-5:
-        what = (
-            f"the right mean 5 for sentence 0 but {float(got[1, 0]):.4g} for sentence 1 (real vectors 2, 4, 6: mean 4)"
-        )
-    return (
-        "sentence 0 has five real vectors, 9, 1, 10, 3 and 2 (times (1, -1, 0.5)), then a padding vector; its mean pooling "
-        f"is their average, 5; yours gives {what}. Sum the real tokens' vectors (weights padding_mask) and divide by each "
-        "sentence's own count"
-    )
-
-
-add_properties("7.1", [Property("the mean over each sentence's real tokens", _mean_of_real_tokens_probe)])
 
 
 class _ScriptedEncoder(nn.Module):
