@@ -1,4 +1,4 @@
-"""Floor 2, data: every toy task, the review snippets, word pieces and length-sorted batches.
+"""Floor 2, data: every toy task, the review snippets, tagged tweets, word pieces and length-sorted batches.
 
 ========================  ===================================================  =======
 module                    what it holds                                        chapter
@@ -7,6 +7,8 @@ module                    what it holds                                        c
 ``data.numbers``          number names: a character corpus, sampled lines      6
 ``data.dates``            dates as people write them, to translate to ISO      6
 ``data.reviews``          Rotten Tomatoes snippets with seeded splits          7
+``data.entities``         WNUT-16 tweets tagged with named entities, tags      7
+                          aligned to word pieces, entity-level F1
 ``data.pieces``           word-piece vocabulary and BERT's masking             7
 ``data.batches``          batches of similar length, padding trimmed           7
 ========================  ===================================================  =======
