@@ -523,6 +523,25 @@ def test_chapter_7_error_bars_are_the_intervals_the_chapter_prints():
     assert [bar.get_width() for bar in ax.patches] == pytest.approx([sum(v) / len(v) for v in gaps.values()])
 
 
+def test_chapter_7_tagging_curves_draw_one_line_per_arm_and_seed_and_skip_arms_without_runs():
+    def run(seed, f1s):
+        return {"seed": seed, "validation_by_step": [[50, f1s[0]], [100, f1s[1]]]}
+
+    study = {
+        "arms": {
+            "fine-tuned": {"runs": [run(0, (0.3, 0.5)), run(1, (0.2, 0.55))]},
+            "scratch": {"runs": [run(0, (0.0, 0.0)), run(1, (0.0, 0.01))]},
+            "random MiniLM": {"search": []},  # validation only: no runs to draw
+        }
+    }
+    ax = chapter07.plot_tagging_curves(study)
+    drawn = [line for line in ax.lines if len(line.get_xdata()) == 2]
+    assert len(drawn) == 4 and sorted(max(line.get_ydata()) for line in drawn) == [0.0, 0.01, 0.5, 0.55]
+    assert ax.get_title() and ax.get_xlabel() == "training step" and ax.get_ylim() == (0, 1)
+    assert {t.get_text() for t in ax.get_legend().get_texts()} == {"fine-tuned", "scratch"}
+    assert ax.figure.get_size_inches()[0] <= chapter07.PAGE_INCHES
+
+
 def test_chapter_1_saturation_alt_text_describes_the_figure_drawn():
     """The alt text of chapter 1's saturation figure names what the figure shows: both panel titles,
     both quantities, and nothing the figure no longer has (an old version spoke of a mean largest

@@ -1,5 +1,6 @@
 """Chapter 7's figures: head-pattern scores, chosen heads on one sentence, contextual similarity,
-the transfer study's learning curves with intervals, similarity gaps, and attention over image patches.
+the transfer study's learning curves with intervals, similarity gaps, attention over image patches,
+and the entity study's validation curves.
 
 Presentation only: the recipes are in :mod:`attention_book.training.transfer`, the
 measurements in :mod:`attention_book.analysis.heads` and :mod:`attention_book.analysis.vectors`.
@@ -32,6 +33,7 @@ __all__ = [
     "plot_learning_curves",
     "plot_similarity_gaps",
     "plot_patch_attention",
+    "plot_tagging_curves",
 ]
 
 SMALLEST_POINTS = 9  # the smallest text any figure of this chapter draws (tick labels, legends)
@@ -255,3 +257,38 @@ def plot_patch_attention(image: torch.Tensor, received: torch.Tensor, patch: int
     if title:
         figure.suptitle(title, fontsize=10)
     return figure
+
+
+def plot_tagging_curves(study: Mapping, ax=None):
+    """Validation entity F1 at every checkpoint of the entity study's runs: one thin line per seed,
+    one colour per arm (the runs as :func:`~attention_book.training.entity_study.run_entity_study`
+    stored them, ``study["arms"][arm]["runs"][i]["validation_by_step"]``)."""
+    import pandas as pd
+    import seaborn as sns
+
+    rows = [
+        {"arm": arm, "seed": run["seed"], "training step": step, "validation entity F1": f1}
+        for arm, entry in study["arms"].items()
+        for run in entry.get("runs", [])
+        for step, f1 in run["validation_by_step"]
+    ]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(WIDTH, 3.4), layout="constrained")
+    sns.lineplot(
+        data=pd.DataFrame(rows),
+        x="training step",
+        y="validation entity F1",
+        hue="arm",
+        style="arm",
+        units="seed",
+        estimator=None,
+        markers=True,
+        dashes=False,
+        linewidth=1,
+        ax=ax,
+    )
+    ax.set_ylim(0, 1)
+    ax.set_title("Validation F1 at each checkpoint, one line per seed")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=SMALLEST_POINTS, loc="upper right")
+    return ax

@@ -28,6 +28,7 @@ __all__ = [
     "load_study",
     "store_study",
     "study_fingerprint",
+    "code_fingerprint",
 ]
 
 # Two-sided 95 % quantiles of Student's t distribution, by degrees of freedom.
@@ -129,15 +130,27 @@ def study_fingerprint() -> dict:
     same fingerprint, so the page never shows numbers that today's functions would not make. (Library
     code outside these two modules, such as ``fit``, is pinned by the test's live re-run of one cell.)
     """
+    return code_fingerprint((transfer, transfer_study), ("run_study", "prepare_study", "FULL_STUDY"))
+
+
+def code_fingerprint(modules: Sequence, roots: Sequence[str]) -> dict:
+    """The names reached from ``roots`` among the top-level functions, classes and constants of
+    ``modules`` (each name, the names it uses, and theirs in turn), and a SHA-256 of their code
+    without docstrings, comments, layout and type annotations: ``{"sha256": ..., "reaches": [...]}``.
+
+    A name defined in two of the modules counts as the later module's. Chapter 7's stored studies
+    keep the fingerprint of the code that made them (:func:`study_fingerprint`, and the entity
+    study's in :mod:`attention_book.training.entity_study`).
+    """
     top: dict[str, ast.AST] = {}
-    for module in (transfer, transfer_study):
+    for module in modules:
         for node in _code_only(ast.parse(inspect.getsource(module))).body:
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
                 top[node.name] = node
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 top.update({target.id: node for target in targets if isinstance(target, ast.Name)})
-    reached, waiting = set(), ["run_study", "prepare_study", "FULL_STUDY"]
+    reached, waiting = set(), list(roots)
     while waiting:
         name = waiting.pop()
         if name in reached or name not in top:
