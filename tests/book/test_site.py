@@ -144,6 +144,40 @@ def test_site_builds_with_a_page_for_every_existing_chapter_and_book_page(site):
     assert not list(site.rglob("notebooks/exercises/*.html")), "student notebooks must not be on the site"
 
 
+# The site's size (issue 46). What opening its pages can fetch (the pages, their sources, images and the
+# scripts every page or a first typed input loads: MathJax, the widget manager, onnxruntime-web) must stay
+# under SITE_MEGABYTES; the models in _static/page-models/, which no page loads unless a reader types a
+# sentence of their own (chapter 7's MiniLM), are counted apart, under PAGE_MODEL_MEGABYTES, and no page may
+# link them. No page may weigh more than PAGE_MEGABYTES: a model is never saved inside one.
+SITE_MEGABYTES = 60
+PAGE_MODEL_MEGABYTES = 35
+PAGE_MEGABYTES = 2.5
+
+
+def site_sizes(site: Path) -> tuple[int, int, dict[str, int]]:
+    """(bytes of the site without its page models, bytes of its page models, bytes of each HTML page)."""
+    models = site / "_static" / build_book.PAGE_MODELS
+    files = [path for path in site.rglob("*") if path.is_file()]
+    on_demand = sum(path.stat().st_size for path in files if models in path.parents)
+    rest = sum(path.stat().st_size for path in files if models not in path.parents)
+    pages = {str(path.relative_to(site)): path.stat().st_size for path in files if path.suffix == ".html"}
+    return rest, on_demand, pages
+
+
+def test_the_site_keeps_its_size_and_loads_its_large_models_only_when_a_reader_types(site):
+    rest, on_demand, pages = site_sizes(site)
+    print(f"\nsite: {rest / 1e6:.1f} MB, and {on_demand / 1e6:.1f} MB of models loaded on demand")
+    assert rest <= SITE_MEGABYTES * 1e6, f"the site weighs {rest / 1e6:.1f} MB without its page models"
+    assert 0 < on_demand <= PAGE_MODEL_MEGABYTES * 1e6, f"the page models weigh {on_demand / 1e6:.1f} MB"
+    heavy = {page: size for page, size in pages.items() if size > PAGE_MEGABYTES * 1e6}
+    assert not heavy, f"pages over {PAGE_MEGABYTES} MB: {heavy}"
+    linked = re.compile(
+        rf"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["'][^"']*{build_book.PAGE_MODELS}/"""
+    )
+    loading = [page for page in _pages(site) if linked.search(page.read_text(encoding="utf-8"))]
+    assert not loading, f"pages that load a page model with the page itself: {loading}"
+
+
 REMOTE = re.compile(r"^(?:[a-z][a-z0-9+.-]*:)?//", re.I)
 CSS_REMOTE = re.compile(r"""(?:@import\s+(?:url\()?|url\()\s*['"]?\s*((?:https?:)?//[^'")\s]+)""", re.I)
 

@@ -3,8 +3,10 @@
 Three steps:
 
 1. Copy the JavaScript the site serves itself (MathJax 3, RequireJS, the Jupyter widgets
-   HTML manager) from ``node_modules`` (installed by ``npm ci`` from package-lock.json)
-   into ``vendor/``, which ``_config.yml`` lists in ``html_static_path``.
+   HTML manager, onnxruntime-web) from ``node_modules`` (installed by ``npm ci`` from
+   package-lock.json) into ``vendor/``, which ``_config.yml`` lists in ``html_static_path``, and
+   write there chapter 7's pretrained model for its page, loaded only when a reader types
+   (``vendor/page-models/``, from the installed weights package).
 2. Write an effective table of contents: ``_toc.yml`` minus chapters whose notebook does
    not exist yet, so the book builds while it is being written.
 3. Run ``jupyter-book build`` with Sphinx warnings as errors; notebooks execute with the
@@ -157,6 +159,23 @@ def _copy_onnxruntime(destination: Path) -> None:
     )
 
 
+# Chapter 7's pretrained model (MiniLM, 22.7M parameters) is too large to save inside its page as chapters 4
+# and 6 save theirs: it is written here, quantised, as one classic script in page-models/ (about 36 MB, from
+# the installed weights package: tools/site/page_models.py), which the page adds only when a
+# reader types a sentence of their own. No page links it; the site's pages do not grow.
+PAGE_MODELS = "page-models"
+
+
+def _write_page_models(destination: Path) -> None:
+    """The models the pages load on demand (one today: chapter 7's MiniLM), into ``destination``."""
+    from page_models import write_page_script  # tools/site/page_models.py
+
+    start = time.perf_counter()
+    path = write_page_script(destination)
+    seconds = time.perf_counter() - start
+    print(f"build_book: wrote {path} ({path.stat().st_size / 1e6:.1f} MB) in {seconds:.0f} s")
+
+
 def vendor_assets() -> None:
     """(Re)create vendor/ from node_modules; fails with a hint when npm ci has not run."""
     needed = [
@@ -186,6 +205,7 @@ def vendor_assets() -> None:
     _copy_html_manager(VENDOR / "html-manager")
     _copy_anywidget(VENDOR / "anywidget")
     _copy_onnxruntime(VENDOR / "onnxruntime-web")
+    _write_page_models(VENDOR / PAGE_MODELS)
 
 
 def source_exists(entry: str) -> bool:

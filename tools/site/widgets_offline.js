@@ -17,7 +17,8 @@
  *    shown disabled, with a note (those whose numbers are plain arithmetic, such as chapter
  *    3's typed scores, widgets.js computes in the page instead; chapter 4's sentence and
  *    chapter 6's source run the chapter's model, saved as ONNX, with onnxruntime-web's
- *    WebAssembly build from onnxruntime-web/ next to this file).
+ *    WebAssembly build from onnxruntime-web/ next to this file; chapter 7's sentence runs its
+ *    pretrained model from page-models/ next to this file, loaded on the first sentence typed).
  *
  * 3. MathJax. ipywidgets 8's manager typesets widget labels with MathJax 2's API,
  *    MathJax.Hub.Queue(["Typeset", MathJax.Hub, element]); the site serves MathJax 3,
@@ -41,10 +42,13 @@
     window.require = { paths: paths };
   }
   window.__attentionBookStaticPage = true;
-  // Where widgets.js finds onnxruntime-web (chapters 4 and 6 run their models in the page):
+  // Where widgets.js finds onnxruntime-web (chapters 4, 6 and 7 run their models in the page):
   // one classic script that tools/site/build_book.py writes next to this file.
   if (here) {
     window.__attentionBookOnnxRuntimeScript = new URL("onnxruntime-web/ort-wasm-inline.js", here).href;
+    // Chapter 7's pretrained model, too large to save with its page: one script per model in this folder
+    // (tools/site/build_book.py, PAGE_MODELS), added by widgets.js on the first sentence a reader types.
+    window.__attentionBookPageModelFolder = new URL("page-models/", here).href;
   }
 
   function typeset(element) {

@@ -52,6 +52,7 @@ __all__ = [
     "PAGE_MODELS_VARIABLE",
     "page_models_wanted",
     "onnx_base64",
+    "onnx_bytes",
 ]
 
 
@@ -75,16 +76,15 @@ def page_models_wanted() -> bool:
     return os.environ.get(PAGE_MODELS_VARIABLE, "") == "1"
 
 
-def onnx_base64(module, inputs: tuple, *, input_names, output_names, dynamic_axes) -> str | None:
-    """``module`` run on ``inputs``, exported to ONNX (opset 17) as base64 text; None if torch
-    cannot export it (any error: the website then keeps the widget's typed input disabled).
+def onnx_bytes(module, inputs: tuple, *, input_names, output_names, dynamic_axes) -> bytes | None:
+    """``module`` run on ``inputs``, exported to ONNX (opset 17); None if torch cannot export it (any error:
+    the website then keeps the widget's typed input disabled).
 
     Torch 2.5 and later choose between two exporters (torch.export's, which cannot trace the
     embedding's check of the ids, is the default from 2.9): this asks for the TorchScript-based
     one, which needs the ``onnx`` package and nothing else. Weights keep their state-dict names,
     unfolded, so a test can rebuild the torch model of a saved page from them.
     """
-    import base64
     import inspect
     import io
     import warnings
@@ -107,17 +107,27 @@ def onnx_base64(module, inputs: tuple, *, input_names, output_names, dynamic_axe
             )
     except Exception:  # any failure only means: no typing on the website
         return None
-    return base64.b64encode(buffer.getvalue()).decode("ascii")
+    return buffer.getvalue()
+
+
+def onnx_base64(module, inputs: tuple, *, input_names, output_names, dynamic_axes) -> str | None:
+    """:func:`onnx_bytes` as base64 text (what a widget saves for the website), or None."""
+    import base64
+
+    exported = onnx_bytes(module, inputs, input_names=input_names, output_names=output_names, dynamic_axes=dynamic_axes)
+    return None if exported is None else base64.b64encode(exported).decode("ascii")
 
 
 # The widgets' JavaScript, one unit per file in widgets/js/, in the order they are joined: the shared kit,
-# the drawing pieces, Python's semantics, the ONNX loader, one file per widget in chapter order (its
-# drawing, its page computation, its view rule), and render.js, which builds a widget and exports it.
+# the drawing pieces, Python's semantics, the ONNX loader, BERT's tokenizer (chapter 7), one file per widget
+# in chapter order (its drawing, its page computation, its view rule), and render.js, which builds a widget
+# and exports it.
 MODULE_FILES = (
     "kit.js",
     "pictures.js",
     "python.js",
     "onnx.js",
+    "wordpiece.js",
     "01_attention.js",
     "02_key_value.js",
     "03_soft_hard.js",

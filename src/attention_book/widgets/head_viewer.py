@@ -30,12 +30,16 @@ TorchScript-based ONNX exporter, which needs the ``onnx`` package and nothing el
 fails (no onnx, another torch, another model) the website simply keeps the sentence box
 disabled, as before.
 
-A model the website cannot run (chapter 7's pretrained MiniLM: its smallest faithful export
-weighs 32 MB, which would take the site over its size budget) can still offer sentences to
-choose: ``examples`` fills a menu beside the sentence box. With a kernel, choosing one types
-it (the model runs). For the website, the viewer saves every example's weights with the widget
-(``page_examples``, computed when the book is built, as :meth:`HeadViewer.compute` sends them);
-there the menu draws them, and the disabled sentence box's note says that typing needs a kernel.
+A model too large to save with the page can still offer sentences to choose: ``examples`` fills a
+menu beside the sentence box. With a kernel, choosing one types it (the model runs). For the
+website, the viewer saves every example's weights with the widget (``page_examples``, computed when
+the book is built, as :meth:`HeadViewer.compute` sends them); there the menu draws them at once.
+Chapter 7's pretrained MiniLM (22.7 million parameters), with its own ``encode_sentence``, is served
+beside the page instead: the site build writes it, quantised, as one script of about 36 MB
+(:mod:`attention_book.widgets.pretrained_page`), the viewer saves where to find it in ``page_model``
+(:func:`~attention_book.widgets.pretrained_page.minilm_page_model`), and the page loads it on the
+first sentence a reader types, with MiniLM's WordPiece tokenizer in js/wordpiece.js. For any other
+such model the sentence box stays disabled, its note saying that typing needs a kernel.
 
 Its drawing, its page computation and its view rule are in ``js/04_heads.js``.
 """
@@ -53,12 +57,13 @@ from torch import nn
 from ..data.tasks import Encode
 from ..modes import evaluating
 from ._base import AttentionWidget, WidgetInputError, onnx_base64, page_models_wanted, rounded
+from .pretrained_page import minilm_page_model
 
 __all__ = ["HeadViewer", "ALL_HEADS", "MAX_TOKENS", "MAX_EXAMPLES", "export_page_model", "PAGE_MODEL_PARAMETERS"]
 
 ALL_HEADS = "all"
 MAX_TOKENS = 40  # beyond this the labels of a heatmap are unreadable
-PAGE_MODEL_PARAMETERS = 1_000_000  # larger models (chapter 7's MiniLM) would weigh megabytes on the page
+PAGE_MODEL_PARAMETERS = 1_000_000  # larger models would weigh megabytes on the page (chapter 7's: pretrained_page)
 WEIGHT_DIGITS = 3  # compute() rounds the weights to this many decimals; the website does the same
 MAX_EXAMPLES = 12  # the menu's sentences; each adds the model's weights (layers x heads x T x T) to the page
 
@@ -182,12 +187,14 @@ class HeadViewer(AttentionWidget):
     ``head`` (an int or ``"all"``), chosen in the browser; :meth:`shown` reads them out.
     ``forward_passes`` counts how often the model has run (a layer or head change reuses the
     last run; a new sentence or device runs the model again). ``page_model`` is the JSON text
-    of :func:`export_page_model` (empty where the website cannot run the model), saved with
-    the widget for the book's website; made when the viewer is made and by :meth:`refresh`.
+    of :func:`export_page_model`, or for chapter 7's MiniLM of
+    :func:`~attention_book.widgets.pretrained_page.minilm_page_model` (empty where the website cannot
+    run the model), saved with the widget for the book's website; made when the viewer is made and by
+    :meth:`refresh`.
     ``examples`` lists the menu's sentences (the first sentence, then the ``examples`` given).
-    ``page_examples`` is, where the website cannot run the model, the JSON text of
-    ``{sentence: data}`` for every sentence of the menu (``data`` as :meth:`compute` sends it),
-    made with ``page_model``.
+    ``page_examples`` is, where the page does not hold the model (it cannot run it, or loads it
+    only when a reader types), the JSON text of ``{sentence: data}`` for every sentence of the menu
+    (``data`` as :meth:`compute` sends it), made with ``page_model``.
     """
 
     page_model = traitlets.Unicode("").tag(sync=True)
@@ -266,7 +273,11 @@ class HeadViewer(AttentionWidget):
 
     def _export_page_model(self) -> None:
         exported = export_page_model(self.model, self.encode) if page_models_wanted() else None
-        self.page_model = "" if exported is None else json.dumps(exported, separators=(",", ":"))
+        served = None
+        if page_models_wanted() and exported is None:
+            served = minilm_page_model(self.model, self.encode, viewer_tokens=MAX_TOKENS, digits=WEIGHT_DIGITS)
+        saved = exported or served  # served: chapter 7's MiniLM, a script beside the page, loaded on demand
+        self.page_model = "" if saved is None else json.dumps(saved, separators=(",", ":"))
         self.page_examples = ""
         if page_models_wanted() and exported is None and self.examples:
             shown = self._cache_key, self._cache  # the sentence shown stays cached: no second run of it

@@ -2,7 +2,8 @@
 import { dataOf, make, select, shorten, textInput } from "./kit.js";
 import { colourBar, heatmap, newPicture, wrapLines, writeText } from "./pictures.js";
 import { WidgetInputError, pyRepr, pySplit, pyStrip, rounder } from "./python.js";
-import { headSession } from "./onnx.js";
+import { headSession, loadPageModel, weightLists } from "./onnx.js";
+import { wordpieceSentence } from "./wordpiece.js";
 
 // The hint under the head viewer's picture (both layouts); `every` > 1: the grid names every k-th token.
 function headHint(every) {
@@ -17,13 +18,15 @@ function headHint(every) {
 // current sentence, model shape and layout.
 function headViewer(frame) {
   const { model } = frame;
-  // The sentence box works on the website where the model was saved as ONNX (pageCompute) and
-  // the browser runs WebAssembly; without WebAssembly the note says what typing needs.
-  const noWasm = !frame.live && model.get("page_model") && typeof WebAssembly === "undefined";
-  // A model the page cannot run (chapter 7's) may have saved the weights of its menu's sentences
-  // (page_examples): the menu then works here, and typing a sentence of one's own needs a kernel.
+  // The sentence box works on the website where the model was saved as ONNX (chapter 4) or is served beside
+  // the page (chapter 7: kind "pretrained", loaded on the first sentence typed) and the browser runs
+  // WebAssembly; without WebAssembly the note says what typing needs.
+  const page = !frame.live && model.get("page_model") ? JSON.parse(model.get("page_model")) : null;
+  const noWasm = Boolean(page) && typeof WebAssembly === "undefined";
+  // A model the page cannot run may have saved the weights of its menu's sentences (page_examples): the menu
+  // then works here, and typing a sentence of one's own needs a kernel. Chapter 7's menu draws them too.
   const examples = model.get("examples") || [];
-  const menuOnly = !frame.live && !model.get("page_model") && Boolean(model.get("page_examples"));
+  const menuOnly = !frame.live && !page && Boolean(model.get("page_examples"));
   const box = textInput(
     frame,
     "sentence",
@@ -32,12 +35,29 @@ function headViewer(frame) {
     noWasm
       ? "edit the sentence (typing here runs the model in the page, which needs WebAssembly, off in this browser)"
       : "edit the sentence",
-    { offline: menuOnly },
+    { offline: menuOnly || noWasm },
   );
   if (menuOnly) {
     frame.offlineNote =
       "On this page the menu's sentences were computed when the book was built: typing a sentence of " +
       "your own needs a kernel to run the model (open the chapter in Colab or Jupyter).";
+  } else if (noWasm && model.get("page_examples")) {
+    frame.offlineNote =
+      "On this page the menu's sentences were computed when the book was built: typing a sentence of your " +
+      "own runs the model in the page, which needs WebAssembly, off in this browser (or open the chapter in " +
+      "Colab or Jupyter).";
+  } else if (page && page.kind === "pretrained" && !noWasm) {
+    frame.offlineNote =
+      `Type a sentence of your own and this page runs ${page.name} on it; the first one loads the model ` +
+      `(${page.megabytes} MB, once). The menu's sentences were computed when the book was built.`;
+    // The model starts loading at the first key typed, not when the sentence is sent: the reader is typing.
+    const loading = frame.errors.sentence;
+    const hear = (text) => {
+      if (loading.textContent && !loading.classList.contains("ab-busy")) return; // a message is shown
+      loading.textContent = text;
+      loading.classList.toggle("ab-busy", Boolean(text));
+    };
+    box.addEventListener("input", () => loadPageModel(page, hear).catch(() => {}), { once: true });
   }
   const exampleMenu = examples.length && frame.canSend ? examplesMenu(frame, examples, box) : null;
   const layerMenu = select(frame, "layer", "layer", [], frame.view.layer, (v) => frame.setView({ layer: v }));
@@ -286,21 +306,65 @@ export function headData(inputs, page, { exact = false } = {}) {
         BigInt64Array.from(ids, (id) => BigInt(id)),
         [1, T],
       );
-      const output = (await session.run({ [page.input]: tokens }))[page.output];
-      const [L, H] = output.dims;
-      const values = output.data; // Float32Array, (L, H, T, T) row-major
-      const weights = Array.from({ length: L }, (_, l) =>
-        Array.from({ length: H }, (_, h) =>
-          Array.from({ length: T }, (_, i) =>
-            Array.from(values.subarray(((l * H + h) * T + i) * T, ((l * H + h) * T + i + 1) * T)),
-          ),
-        ),
-      );
+      const weights = weightLists((await session.run({ [page.input]: tokens }))[page.output]);
+      const [L, H] = [weights.length, weights[0].length];
       return { labels: words, num_layers: L, num_heads: H, weights: rounder(exact)(weights, page.digits) };
     },
     (error) => {
       throw new WidgetInputError(
         `typing here runs the model in the page, but onnxruntime-web did not start: ${error.message}`,
+        "sentence",
+      );
+    },
+  );
+}
+
+// -- chapter 7: attention_book.widgets.pretrained_page (MiniLM, served beside the page) ----------------
+// The viewer saved where the page finds its model (minilm_page_model): one script, added on the first
+// sentence typed (onnx.js, loadPageModel), with the model as ONNX and the tokenizer's rules. A typed sentence
+// is checked as HeadViewer._encode and PretrainedEncoder.encode_sentence check it (the same messages, in the
+// same order: the empty one at once, the rest once the tokenizer is there), cut into word pieces
+// (wordpiece.js), run, and its weights rounded as HeadViewer.compute rounds them.
+const EMPTY = "the sentence is empty: type a few words and press Enter";
+export function pretrainedTokens(text, rules, page) {
+  if (!pyStrip(text)) throw new WidgetInputError(EMPTY, "sentence");
+  const { labels, ids } = wordpieceSentence(text, rules);
+  if (labels.length > page.max_tokens) {
+    throw new WidgetInputError(
+      `the sentence has ${labels.length} word pieces with [CLS] and [SEP], but at most ${page.max_tokens} fit; ` +
+        "shorten it",
+      "sentence",
+    );
+  }
+  if (labels.length > page.viewer_tokens) {
+    throw new WidgetInputError(
+      `the sentence has ${labels.length} tokens; this viewer shows at most ${page.viewer_tokens}`,
+      "sentence",
+    );
+  }
+  return { labels, ids };
+}
+export function pretrainedData(inputs, page, { progress = () => {}, exact = false } = {}) {
+  if (!pyStrip(inputs.sentence)) throw new WidgetInputError(EMPTY, "sentence");
+  return loadPageModel(page, progress).then(
+    async ({ ort, session, rules }) => {
+      const { labels, ids } = pretrainedTokens(inputs.sentence, rules, page);
+      const tokens = new ort.Tensor(
+        "int64",
+        BigInt64Array.from(ids, (id) => BigInt(id)),
+        [1, ids.length],
+      );
+      const weights = weightLists((await session.run({ tokens })).weights); // tools/site/page_models.py's names
+      return {
+        labels,
+        num_layers: weights.length,
+        num_heads: weights[0].length,
+        weights: rounder(exact)(weights, page.digits),
+      };
+    },
+    (error) => {
+      throw new WidgetInputError(
+        `typing here runs the model in the page, but it did not load: ${error.message}`,
         "sentence",
       );
     },
@@ -323,13 +387,20 @@ export function exampleData(answers) {
 }
 
 // The head viewer's model, saved as ONNX (absent: any other model; no WebAssembly: headViewer says so);
-// a model too large for the page: the weights of the menu's sentences, computed when the book was built.
+// a model too large for the page: the weights of the menu's sentences, computed when the book was built;
+// chapter 7's, served beside the page: those, and any other sentence run in the page (`progress` hears
+// the model load).
 function headPageCompute(_saved, model) {
-  const page = model.get("page_model");
-  if (!page) return model.get("page_examples") ? exampleData(JSON.parse(model.get("page_examples"))) : null;
-  if (typeof WebAssembly === "undefined") return null;
-  const parsedPage = JSON.parse(page);
-  return (inputs) => headData(inputs, parsedPage);
+  const page = model.get("page_model") ? JSON.parse(model.get("page_model")) : null;
+  const answers = model.get("page_examples") ? JSON.parse(model.get("page_examples")) : null;
+  if (!page || typeof WebAssembly === "undefined") return answers ? exampleData(answers) : null;
+  if (page.kind === "pretrained") {
+    return (inputs, _data, progress) =>
+      answers && Object.hasOwn(answers, inputs.sentence)
+        ? answers[inputs.sentence]
+        : pretrainedData(inputs, page, { progress });
+  }
+  return (inputs) => headData(inputs, page);
 }
 
 export const headUnit = {

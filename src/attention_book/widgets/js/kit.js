@@ -15,13 +15,15 @@
 // there the controls whose numbers are plain arithmetic (chapter 1's sentence, chapter 2's query,
 // chapter 3's scores, chapter 5's d_model and base) are computed by these files (each widget's
 // `pageCompute`, mirroring the Python widgets), chapter 4's sentence and chapter 6's source run the
-// chapter's model, saved as ONNX, with onnxruntime-web (headData, decodingData), and the other
-// model-bound one (chapter 7's sentence, a model too large for the page) is disabled with a note, its
-// menu of sentences drawing the weights saved when the book was built (exampleData).
+// chapter's model, saved as ONNX, with onnxruntime-web (headData, decodingData), and chapter 7's
+// sentence runs its pretrained model, too large to save with the page, from a script the site serves
+// beside it, loaded on the first sentence typed (pretrainedData); its menu of sentences draws the
+// weights saved when the book was built, at once (exampleData).
 //
 // One file per widget, in chapter order (01_attention.js ... 06_decoding.js), holds its drawing,
 // its page computation and its view rule; kit.js, pictures.js (drawing pieces), python.js (Python's
-// semantics), onnx.js (the ONNX loader) are shared; render.js builds a widget. The rules these files
+// semantics), onnx.js (the ONNX loader), wordpiece.js (BERT's tokenizer) are shared; render.js builds
+// a widget. The rules these files
 // follow (width 120, units of at most 60 lines, Biome's format and lint) are in CONTRIBUTING.md.
 
 /**
@@ -34,9 +36,9 @@
  * @property {boolean} live     a kernel is there (Jupyter, VS Code, Colab): false on the book's website, whose
  *   page sets window.__attentionBookStaticPage. Set by render().
  * @property {function|null} local  on the website only: the widget's page computation for its model-bound
- *   controls, `local(inputs, saved)` -> data or a Promise of data (the unit's `pageCompute(saved, model)`,
- *   null where the saved payload lacks what it needs or no WebAssembly runs the model). Null with a kernel.
- *   Set by render().
+ *   controls, `local(inputs, saved, progress)` -> data or a Promise of data (the unit's `pageCompute(saved,
+ *   model)`, null where the saved payload lacks what it needs or no WebAssembly runs the model; a model loaded
+ *   on first use tells `progress(text)` how far it got). Null with a kernel. Set by render().
  * @property {boolean} canSend  a model-bound control can be answered: `live || Boolean(local)`. Where it is
  *   false the control is disabled and named in `offline`. Set by render().
  * @property {function} send    `send(name, value)`: a model-bound control's new value, to the kernel (`inputs`)
@@ -55,7 +57,8 @@
  * @property {Object<string, HTMLElement>} errors  control name -> where its error is shown (kit.js, control()).
  * @property {string[]} offline  what the disabled controls would do ("edit the sentence"): the note under
  *   the widget names them. Added to by textInput() and the units' setup.
- * @property {string} [offlineNote]  a note that replaces that one (chapter 7's head viewer). Set by its setup.
+ * @property {string} [offlineNote]  a note that replaces that one (chapter 7's head viewer: what its menu and
+ *   its box do on the website). Set by its setup.
  * @property {{narrow: boolean, width: number, key: string}} layout  the picture's layout for the box's width,
  *   set by render() before each draw (pictures.js, pictureLayout).
  * @property {SVGSVGElement} svg  the picture drawn last; `unplaced` while not yet in the page. Set by
@@ -122,6 +125,7 @@ export const STYLE = `
 .ab-control .ab-readout { min-width: 3.2em; font-variant-numeric: tabular-nums; }
 .ab-error { color: #b00020; font-size: 12px; }
 .ab-error:empty { display: none; }
+.ab-error.ab-busy { color: #555; font-style: italic; }
 /* The picture is drawn to the width it gets (its viewBox scales). Under NARROW_PX each widget draws
    a layout made for that width (panels stacked, 1 unit = 1 px or more, labels of 10 px); fitLabels()
    still enlarges any label that would be drawn under 9 px where it has room, and hides the numbers

@@ -66,7 +66,8 @@ function deviceControl(footer, model, live) {
 
 // The website's answer to a control (no kernel): what AttentionWidget.update does, here.
 // frame.local answers with the data or, where a model runs (the head viewer), a Promise of
-// it; only the answer to the latest input is shown.
+// it; only the answer to the latest input is shown. A model loaded on first use reports its
+// stages through the third argument, `progress(text)`, shown beside the control until the answer.
 function staticSend(widget, name, value) {
   const { frame, model, el } = widget;
   frame.inputs = Object.assign({}, frame.inputs, { [name]: value });
@@ -85,9 +86,16 @@ function staticSend(widget, name, value) {
     showError(widget);
     el.dataset.roundTripMs = String(performance.now() - sentAt);
   }
+  // A model loaded on first use (chapter 7's) says how far it got, where the control's error shows.
+  const progress = (text) => {
+    const span = frame.errors[name];
+    if (frame.sentAt !== sentAt || !span) return; // a newer input is on its way
+    span.textContent = text;
+    span.classList.toggle("ab-busy", Boolean(text));
+  };
   let answer;
   try {
-    answer = frame.local(frame.inputs, dataOf(model));
+    answer = frame.local(frame.inputs, dataOf(model), progress);
     if (!(answer && typeof answer.then === "function")) accept(answer);
   } catch (error) {
     refuse(error);
@@ -120,8 +128,10 @@ function redraw({ frame, el, draw }) {
 
 function showError({ frame, model, note }) {
   const error = frame.error || model.get("error") || {};
-  for (const [name, span] of Object.entries(frame.errors))
+  for (const [name, span] of Object.entries(frame.errors)) {
     span.textContent = error.control === name ? `⚠ ${error.message}` : "";
+    span.classList.remove("ab-busy");
+  }
   frame.picture.classList.toggle("ab-stale", Boolean(error.message));
   if (error.message && !frame.errors[error.control]) note.textContent = `⚠ ${error.message}`;
 }
