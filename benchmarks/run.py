@@ -609,7 +609,10 @@ def write_report(results: dict, out: Path) -> None:
             "From the input event to the first frame painted after the new picture; a presentation-only control is drawn "
             "by the browser (budget: its p95 within one frame, 16.7 ms), a model-bound one goes to the kernel and back "
             "(budget: median round trip, input to new picture, within 50 ms), and so does one the website's page computes; "
-            "chapter 7's sentence menu draws a new picture from weights the build saved (the same budget).",
+            "chapter 7's sentence menu draws a new picture from weights the build saved (the same budget). Chapter 7's "
+            "typed sentence runs MiniLM in the page from a 31 MB script loaded on the first sentence (issue 46): budget "
+            "3 s median for that first sentence, load included, and 100 ms median for later ones, both to the painted "
+            "picture.",
             "",
             "*draw* = input event to picture redrawn (presentation-only controls redraw in the event handler; "
             "a model-bound control once the kernel's numbers have arrived and been drawn); "
@@ -627,6 +630,8 @@ def write_report(results: dict, out: Path) -> None:
             draw = f"{r['draw_median_ms']:.1f} / {r['draw_p95_ms']:.1f}" if "draw_median_ms" in r else "-"
             if r["kind"] == "presentation-only":  # the picture must be redrawn within one frame
                 within = "draw_p95_ms" in r and r["draw_p95_ms"] <= BUDGETS["frame_ms"]
+            elif "budget_ms" in r:  # a budget of its own (chapter 7's MiniLM): median to the painted picture
+                within = r["median_ms"] <= r["budget_ms"]
             else:  # the kernel's round trip: input to the new picture, median
                 within = r.get("draw_median_ms", r["median_ms"]) <= BUDGETS["widget_median_ms"]
             lines.append(

@@ -40,37 +40,27 @@ def _words_encoder():
     return encode, len(vocabulary) + 1
 
 
-# Sentences of _words_encoder's words for the menu of MENU_HEAD_VIEWER, 4 to 20 words long.
-MENU_SENTENCES = [
-    "it was sunny",
-    "the dog ran to the park",
-    "the cat sat on a mat while it was sunny",
-    "the dog and the cat ran to the park while it was sunny",
-    "it was sunny and the dog sat on a mat and the cat ran to the park",
-    "the cat ran to the dog and the dog ran to the cat while it was sunny and a mat sat",
+# Chapter 7's head viewer: MiniLM with its menu (the chapter's sentences; the first is shown first).
+MINILM_SENTENCES = [
+    "The plot is thin, but the acting is not bad at all.",
+    "The acting is bad.",
+    "The acting is not bad at all.",
+    "I liked the film, I liked the music and I liked the cast.",
+    "We had a picnic on the bank of the river.",
+    "I paid the cheque into the bank on Monday.",
+    "A long, slow, beautifully shot film that never quite finds its story, and never needs to.",
+    "Great!",
 ]
 
 
-class _TooLargeForThePage(torch.nn.Module):
-    """A model the site cannot run (not one of the book's plain encoders), as chapter 7's MiniLM."""
-
-    def __init__(self, encoder):
-        super().__init__()
-        self.encoder = encoder
-
-    def forward(self, tokens):
-        return self.encoder(tokens)
-
-
-def menu_head_viewer(device):
-    """Chapter 7's case on the website: a head viewer whose model the page cannot run, with MiniLM's
-    6 layers of 12 heads (d_model 384), offering a menu of sentences whose weights the build saved."""
-    encode, vocab_size = _words_encoder()
-    torch.manual_seed(0)
-    encoder = ab.Encoder(vocab_size, d_model=384, num_heads=12, d_ff=1536, num_layers=6, max_len=32).eval()
+def minilm_head_viewer(device):
+    """Chapter 7's case on the website: MiniLM (6 layers of 12 heads), its menu drawn from the weights the build
+    saved, a typed sentence run in the page by the model the site serves beside it (issue 46)."""
+    from attention_book.pretrained import load_minilm
     from attention_book.widgets import HeadViewer
 
-    return HeadViewer(_TooLargeForThePage(encoder), encode, MENU_SENTENCES[2], device=device, examples=MENU_SENTENCES)
+    minilm = load_minilm()
+    return HeadViewer(minilm, minilm.encode_sentence, MINILM_SENTENCES[0], device=device, examples=MINILM_SENTENCES[1:])
 
 
 def widget_cases():
