@@ -1,6 +1,7 @@
 // The built website's widgets in Firefox, checked against Chromium (issue 35): for each control that
 // computes in the page (chapter 1's sentence, 2's query, 3's scores, 4's sentence and 6's sources run
-// through onnxruntime-web, 5's d_model) and chapter 7's menu of sentences computed at build time, the
+// through onnxruntime-web, 5's d_model), chapter 7's menu of sentences computed at build time and its typed
+// sentence (MiniLM, from the UTF-16 script in page-models/, added on the first sentence typed), the
 // same input is given in both browsers, from file:// URLs, and what each draws is compared: every
 // matrix cell's value (data-value), every bar, every text of the picture and the message shown.
 // The Chromium site tests compare Chromium with the Python reference; this compares Firefox with
@@ -35,6 +36,9 @@ const CASES = [
   ["06_encoder_decoder", "decoding", 1, "source", "text", "ÿ"],
   ["07_transfer_learning", "heads", 0, "example", "select", "Great!"],
   ["07_transfer_learning", "heads", 0, "example", "select", "The acting is not bad at all."],
+  // chapter 7's typed sentence: MiniLM from the script the site serves beside the page (issue 46)
+  ["07_transfer_learning", "heads", 0, "sentence", "text", "A cat sat on the mat."],
+  ["07_transfer_learning", "heads", 0, "sentence", "text", "Café naïve résumé, 猫 [MASK]"],
 ];
 
 // In the page: waits for the widgets, gives the input, waits for the answer, reads the picture back.
