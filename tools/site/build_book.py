@@ -160,9 +160,9 @@ def _copy_onnxruntime(destination: Path) -> None:
 
 
 # Chapter 7's pretrained model (MiniLM, 22.7M parameters) is too large to save inside its page as chapters 4
-# and 6 save theirs: it is written here, quantised, as one classic script in page-models/ (about 36 MB, from
-# the installed weights package: tools/site/page_models.py), which the page adds only when a
-# reader types a sentence of their own. No page links it; the site's pages do not grow.
+# and 6 save theirs: it is written here, quantised, as one classic script in page-models/ (about 31 MB, from
+# the installed weights package: tools/site/page_models.py), which the page adds only when a reader types a
+# sentence of their own. No page links it: a page opened loads what it loaded before (tests/book/test_site.py).
 PAGE_MODELS = "page-models"
 
 

@@ -35,10 +35,10 @@ menu beside the sentence box. With a kernel, choosing one types it (the model ru
 website, the viewer saves every example's weights with the widget (``page_examples``, computed when
 the book is built, as :meth:`HeadViewer.compute` sends them); there the menu draws them at once.
 Chapter 7's pretrained MiniLM (22.7 million parameters), with its own ``encode_sentence``, is served
-beside the page instead: the site build writes it, quantised, as one script of about 36 MB
+beside the page instead: the site build writes it, quantised, as one script of about 31 MB
 (:mod:`attention_book.widgets.pretrained_page`), the viewer saves where to find it in ``page_model``
-(:func:`~attention_book.widgets.pretrained_page.minilm_page_model`), and the page loads it on the
-first sentence a reader types, with MiniLM's WordPiece tokenizer in js/wordpiece.js. For any other
+(:func:`~attention_book.widgets.pretrained_page.minilm_page_model`), and the page loads it when a
+reader first types a sentence, with MiniLM's WordPiece tokenizer in js/wordpiece.js. For any other
 such model the sentence box stays disabled, its note saying that typing needs a kernel.
 
 Its drawing, its page computation and its view rule are in ``js/04_heads.js``.
