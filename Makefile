@@ -33,7 +33,7 @@ help:
 	@echo "make bench      measure chapter, widget and attention timings -> benchmarks/RESULTS.md"
 	@echo "make seeds      train every seed of chapters 4 and 6 and store them in the package (minutes)"
 	@echo "make study      run chapter 7's transfer study and store it in the package (hours)"
-	@echo "make entities   run chapter 7's named-entity study and store it in the package (about two hours)"
+	@echo "make entities   run chapter 7's named-entity study and store it in the package (about an hour on two cores)"
 	@echo "make clean      remove the build, caches and the virtual environment"
 
 $(STAMP): pyproject.toml
@@ -152,7 +152,7 @@ study: $(STAMP)
 # Chapter 7's named-entity study (MiniLM fine-tuned to tag every word, taggers from scratch; seeds 0-4, every
 # choice on validation), stored in the package where the chapter reads it (tools/stored/run_entity_study.py).
 entities: $(STAMP)
-	$(PY) tools/stored/run_entity_study.py
+	$(PY) tools/stored/run_entity_study.py --jobs 2
 
 clean:
 	rm -rf $(BUILD_DIR) $(VENV) node_modules .pytest_cache .hypothesis

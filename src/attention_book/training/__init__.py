@@ -15,6 +15,10 @@ module                 what it holds                                            
                        every choice made on validation
 ``training.study_``    the study's intervals, its stored run (load, store) and    7
 ``results``            the fingerprint of the code that made it
+``training.token_``    taggers (a tag per word) from MiniLM or from scratch,      7
+``tagging``            trained alike; predictions read back per word
+``training.entity_``   the named-entity study: fine-tuned against from scratch,   7
+``study``              seeds 0-4, its stored run and its fingerprint
 ``training.stored_``   ``StoredRuns``: a chapter's extra seeds, trained here or     4, 6
 ``runs``               loaded from what ``make seeds`` stored in the package
 =====================  =========================================================  =======
