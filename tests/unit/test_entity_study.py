@@ -1,6 +1,6 @@
 """Chapter 7's stored entity study is pinned to the code that would make it again, and says what it did.
 
-The study fine-tunes MiniLM five times and more (about two hours on a CPU), so chapter 7 loads it
+The study fine-tunes MiniLM seven times (50 minutes on two cores), so chapter 7 loads it
 from ``stored/entity_study.json``. These tests fail when the stored study no longer is what today's
 code computes: its plan is not ``ENTITY_PLAN``, its fingerprint of the study's code
 (:func:`entity_study_fingerprint`: the study module, the taggers' recipes, the tweets' alignment and

@@ -1,9 +1,9 @@
 """Run chapter 7's entity study (``ENTITY_PLAN``: MiniLM fine-tuned to tag named entities, and taggers
 trained from scratch) and store it in the package.
 
-    make entities                                                      # the whole study: about two hours on a CPU
-    python tools/stored/run_entity_study.py --jobs 2                     # the arms in two processes at once
-    python tools/stored/run_entity_study.py --smoke --out /tmp/smoke   # a few steps: does the code run?
+    make entities                                                    # the whole study: 50 minutes on 2 cores
+    python tools/stored/run_entity_study.py --jobs 2                 # what make entities runs: two processes
+    python tools/stored/run_entity_study.py --smoke --out /tmp/smoke # a few steps: does the code run?
 
 The study is written to ``src/attention_book/stored/entity_study.json`` (its SHA-256 recorded),
 where chapter 7 reads it; a smoke run is written to ``--out``, never into the package. The file

@@ -14,7 +14,8 @@ Every choice is made on the validation split: each arm's learning rate (the grid
 with seed 0, and grows while validation prefers its largest or smallest rate), and the
 checkpoint of every run (:class:`~attention_book.training.transfer.KeepBest`, by entity F1).
 Seeds 0-4 then run at the chosen rate; the test split is scored once per run, at the end.
-The full study takes about two hours on a CPU, so chapter 7 loads it from
+The full study takes about 50 minutes on two cores (``make entities`` runs its arms in two
+processes), so chapter 7 loads it from
 ``stored/entity_study.json`` (:func:`load_entity_study`); ``make entities`` makes it again
 (``tools/stored/run_entity_study.py``), and ``tests/unit/test_entity_study.py`` pins it to
 today's code by :func:`entity_study_fingerprint` and a live re-run of part of one run.
