@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -41,17 +39,9 @@ BUDGETS = {
 
 
 def machine() -> dict:
-    from attention_book.device import cpu_name
+    from attention_book.device import machine_record
 
-    info = {
-        "cpu": cpu_name(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "platform": platform.platform(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
+    info = machine_record()
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 
 import torch
 
@@ -53,3 +54,17 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine() or "an unknown CPU"
+
+
+def machine_record() -> dict:
+    """The machine, as a stored study or a benchmark run keeps it beside its numbers: CPU, cores,
+    Python, torch and its threads, the platform, and the date (UTC) the record was made."""
+    return {
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }

@@ -40,3 +40,17 @@ def test_cpu_name_names_this_processor():
         listed = []
     if listed:
         assert name == " ".join(listed[0].split(":", 1)[1].split())
+
+
+def test_machine_record_is_what_stored_studies_and_benchmarks_keep(monkeypatch):
+    import re
+
+    import torch
+
+    from attention_book.device import cpu_name, machine_record
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    record = machine_record()
+    assert set(record) == {"cpu", "cores", "python", "torch", "torch_threads", "platform", "date"}
+    assert record["cpu"] == cpu_name() and record["torch"] == torch.__version__ and record["torch_threads"] == 3
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", record["date"])

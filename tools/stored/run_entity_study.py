@@ -21,14 +21,12 @@ import argparse
 import concurrent.futures
 import json
 import multiprocessing
-import os
-import platform
 import time
 from pathlib import Path
 
 import torch
 
-from attention_book.device import cpu_name
+from attention_book.device import machine_record
 from attention_book.pretrained import load_minilm
 from attention_book.training.entity_study import (
     ENTITY_PLAN,
@@ -52,18 +50,6 @@ SMOKE = EntityPlan(
     checkpoints=2,
     grow_grid=1,
 )
-
-
-def machine() -> dict:
-    return {
-        "cpu": cpu_name(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "platform": platform.platform(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
 
 
 def _one_arm(name: str, plan: EntityPlan, threads: int) -> dict:
@@ -96,7 +82,7 @@ def main(argv: list[str] | None = None) -> Path:
     arms = run_arms_apart(plan, args.jobs, args.threads) if args.jobs > 1 else None
     results = run_entity_study(load_minilm(), plan, progress=True, arms=arms)
     results["seconds"] = time.perf_counter() - start
-    results["machine"] = machine()
+    results["machine"] = machine_record()
     results["code"] = entity_study_fingerprint()  # tests/unit/test_entity_study.py pins the stored study to it
     results["command"] = ENTITY_STUDY_COMMAND
     if args.smoke:

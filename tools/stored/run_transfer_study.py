@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import platform
 import shlex
 import sys
 import time
@@ -28,7 +26,7 @@ from pathlib import Path
 import torch
 
 from attention_book.data import build_vocabulary, load_reviews
-from attention_book.device import cpu_name
+from attention_book.device import machine_record
 from attention_book.pretrained import load_minilm
 from attention_book.training.study_results import store_study, study_fingerprint, summarize_study
 from attention_book.training.transfer_study import FULL_STUDY, STUDY_ARMS, StudyPlan, prepare_study, run_study
@@ -43,18 +41,6 @@ SMOKE = StudyPlan(
     probe_layers=(-1, "last four"),
     extend_probe_grid=True,
 )
-
-
-def machine() -> dict:
-    return {
-        "cpu": cpu_name(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "platform": platform.platform(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-    }
 
 
 def plan_of(args) -> StudyPlan:
@@ -111,7 +97,7 @@ def main(argv: list[str] | None = None) -> Path:
     results = run_study(minilm, data, plan, progress=True)
     results["seconds"]["encoding"] = prepared
     results["seconds"]["total"] = time.perf_counter() - start
-    results["machine"] = machine()
+    results["machine"] = machine_record()
     results["code"] = study_fingerprint()  # tests/unit/test_stored_study.py pins the stored run to it
     results["command"] = (
         "make study"
